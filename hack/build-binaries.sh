@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Builds the local control plane's binaries from their Go modules into a cache outside the repository.
+# A second run reuses what is there. KUBEBUILDER_ASSETS (envtest's convention) may point at a folder of official
+# binaries: any binary found there is linked instead of built.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib/versions.sh
+source "$here/lib/versions.sh"
+
+bin="$OMENATIVE_BIN_DIR"
+mkdir -p "$bin"
+log() { printf '[build-binaries %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# component-base reports this version; kwokctl picks each binary's flags from it, so it must be the real one.
+ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION"
+ldflags+=" -X k8s.io/component-base/version.gitMajor=${K8S_VERSION#v}"
+ldflags="${ldflags%%.*}"  # placeholder, replaced below
+major="${K8S_VERSION#v}"; major="${major%%.*}"
+minor="${K8S_VERSION#v}"; minor="${minor#*.}"; minor="${minor%%.*}"
+ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION"
+ldflags+=" -X k8s.io/component-base/version.gitMajor=$major -X k8s.io/component-base/version.gitMinor=$minor"
+
+missing() { [[ ! -x "$bin/$1" ]]; }
+
+from_assets() {
+  local name=$1
+  if [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "$KUBEBUILDER_ASSETS/$name" ]]; then
+    ln -sf "$KUBEBUILDER_ASSETS/$name" "$bin/$name"
+    log "$name: using $KUBEBUILDER_ASSETS/$name"
+    return 0
+  fi
+  return 1
+}
+
+timed_build() {  # name, then the command that builds it
+  local name=$1; shift
+  local start=$SECONDS
+  log "$name: building (this can take minutes)"
+  "$@"
+  log "$name: built in $((SECONDS - start))s"
+}
+
+build_kubernetes() {
+  local names=(kube-apiserver kube-controller-manager kube-scheduler kubectl) n
+  for n in "${names[@]}"; do
+    missing "$n" || continue
+    from_assets "$n" && continue
+    timed_build "$n" bash -c "cd '$here/gomod/kubernetes' && go build -trimpath -ldflags '$ldflags' -o '$bin/$n.tmp' 'k8s.io/kubernetes/cmd/$n' && mv '$bin/$n.tmp' '$bin/$n'"
+  done
+}
+
+build_etcd() {
+  missing etcd || return 0
+  from_assets etcd && return 0
+  timed_build etcd bash -c "cd '$here/gomod/etcd' && go build -trimpath -ldflags '-s -w' -o '$bin/etcd.tmp' go.etcd.io/etcd/server/v3 && mv '$bin/etcd.tmp' '$bin/etcd'"
+}
+
+build_scheduler_plugins() {
+  missing coscheduling-scheduler || missing podgroup-controller || return 0
+  local src work
+  # scheduler-plugins' go.mod carries its own replace block, which `go install` refuses; build in a writable copy.
+  src=$(go mod download -json "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  work="$OMENATIVE_CACHE_DIR/src/scheduler-plugins-$SCHEDULER_PLUGINS_VERSION"
+  if [[ ! -f "$work/go.mod" ]]; then
+    rm -rf "$work"; mkdir -p "$(dirname "$work")"
+    cp -r "$src" "$work"; chmod -R u+w "$work"
+  fi
+  missing coscheduling-scheduler && timed_build coscheduling-scheduler bash -c \
+    "cd '$work' && go build -trimpath -ldflags '$ldflags' -o '$bin/coscheduling-scheduler.tmp' ./cmd/scheduler && mv '$bin/coscheduling-scheduler.tmp' '$bin/coscheduling-scheduler'"
+  missing podgroup-controller && timed_build podgroup-controller bash -c \
+    "cd '$work' && go build -trimpath -ldflags '-s -w' -o '$bin/podgroup-controller.tmp' ./cmd/controller && mv '$bin/podgroup-controller.tmp' '$bin/podgroup-controller'"
+  return 0
+}
+
+build_kwok() {
+  local n
+  for n in kwok kwokctl; do
+    missing "$n" || continue
+    timed_build "$n" env GOBIN="$bin" go install -trimpath -ldflags '-s -w' "sigs.k8s.io/kwok/cmd/$n@$KWOK_VERSION"
+  done
+}
+
+# The PodGroup CRD comes from the same scheduler-plugins module the scheduler is built from.
+podgroup_crd() {
+  local dst="$OMENATIVE_BIN_DIR/../podgroup-crd.yaml" src
+  [[ -f "$dst" ]] && return 0
+  src=$(go mod download -json "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  cp "$src/manifests/coscheduling/crd.yaml" "$dst"; chmod u+w "$dst"
+}
+
+command -v go >/dev/null || { log "go is not on PATH: install Go 1.25 or later, or set KUBEBUILDER_ASSETS"; exit 1; }
+start=$SECONDS
+build_kwok
+build_etcd
+build_scheduler_plugins
+build_kubernetes
+podgroup_crd
+for n in "${CONTROL_PLANE_BINARIES[@]}"; do
+  [[ -x "$bin/$n" ]] || { log "missing after build: $bin/$n"; exit 1; }
+done
+log "all binaries ready in $bin ($((SECONDS - start))s)"

@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# The local control plane: etcd, kube-apiserver, kube-controller-manager, a scheduler and KWOK (simulated kubelets),
+# run by kwokctl's binary runtime from binaries built by hack/build-binaries.sh.
+#
+#   hack/cluster.sh up   [--name N] [--profile gang|stock] [--gpu-nodes N] [--cpu-nodes N] [--model NAME]...
+#   hack/cluster.sh down [--name N]
+#   hack/cluster.sh env  [--name N]      prints `export KUBECONFIG=...` for a shell to eval
+#   hack/cluster.sh status [--name N]    exits non-zero unless every component is alive
+#
+# Profiles:
+#   gang  (default) the scheduler-plugins scheduler (profiles `default-scheduler` and `scheduler-plugins-scheduler`,
+#         Coscheduling), the PodGroup and ElasticQuota CRDs, and the scheduler-plugins PodGroup controller.
+#   stock the stock kube-scheduler and no PodGroup CRD (the coscheduling scheduler schedules nothing without it).
+#
+# `up` is idempotent: an existing healthy cluster is kept; a stopped one is started again.
+# State lives in $OMENATIVE_STATE_DIR (default: .work/ in the checkout), so two checkouts never share a cluster,
+# and kwokctl picks free ports for every component.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+# shellcheck source=lib/versions.sh
+source "$here/lib/versions.sh"
+
+log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+cmd="${1:-}"; [[ -n "$cmd" ]] && shift
+name="${OMENATIVE_CLUSTER:-omenative}"
+profile=gang
+gpu_nodes=2
+cpu_nodes=1
+models=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --name) name=$2; shift 2 ;;
+    --profile) profile=$2; shift 2 ;;
+    --gpu-nodes) gpu_nodes=$2; shift 2 ;;
+    --cpu-nodes) cpu_nodes=$2; shift 2 ;;
+    --model) models+=("$2"); shift 2 ;;
+    -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument: $1" ;;
+  esac
+done
+[[ "$profile" == gang || "$profile" == stock ]] || die "--profile must be gang or stock"
+
+state_dir="${OMENATIVE_STATE_DIR:-$repo/.work}"
+export KWOK_WORKDIR="$state_dir/kwok"
+cluster_dir="$KWOK_WORKDIR/clusters/$name"
+kubeconfig="$cluster_dir/kubeconfig.yaml"
+bin="$OMENATIVE_BIN_DIR"
+kwokctl() { "$bin/kwokctl" "$@"; }
+kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
+
+module_dir() { go mod download -json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'; }
+
+# Every component kwokctl started, plus the PodGroup controller, must be running: kwokctl reports a cluster
+# ready from /readyz even when the scheduler exited at start (for example over a bad configuration).
+components_alive() {
+  local pidfile ok=0 n
+  [[ -d "$cluster_dir/pids" ]] || return 1
+  for pidfile in "$cluster_dir"/pids/*.pid; do
+    [[ -e "$pidfile" ]] || return 1
+    n=$(basename "$pidfile" .pid)
+    if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+      log "component $n is not running (log: $cluster_dir/logs/$n.log)"
+      ok=1
+    fi
+  done
+  return $ok
+}
+
+api_ready() { kubectl get --raw /readyz >/dev/null 2>&1; }
+
+write_config() {
+  local config="$cluster_dir.config.yaml" kwok_src node_stages
+  kwok_src=$(module_dir "sigs.k8s.io/kwok@$KWOK_VERSION")
+  {
+    cat <<EOF
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+options:
+  runtime: binary
+  bindAddress: 127.0.0.1
+  kubeAuthorization: true
+  kubeApiserverBinary: $bin/kube-apiserver
+  kubeControllerManagerBinary: $bin/kube-controller-manager
+  kubeSchedulerBinary: $bin/$([[ $profile == gang ]] && echo coscheduling-scheduler || echo kube-scheduler)
+  kwokControllerBinary: $bin/kwok
+  etcdBinary: $bin/etcd
+  kubectlBinary: $bin/kubectl
+componentsPatches:
+- name: kube-controller-manager
+  extraArgs:
+  # Tests watch the HorizontalPodAutoscaler act; the default 15 s period only makes them slower.
+  - key: horizontal-pod-autoscaler-sync-period
+    value: 2s
+  - key: horizontal-pod-autoscaler-downscale-stabilization
+    value: 5s
+EOF
+    if [[ $profile == gang ]]; then
+      cat <<EOF
+components:
+- name: podgroup-controller
+  binary: $bin/podgroup-controller
+  links: [kube-apiserver]
+  args:
+  - --kubeconfig=$cluster_dir/kubeconfig.yaml
+  - --metricsAddr=0
+  - --probeAddr=0
+EOF
+    fi
+    # Stages in this file replace all of KWOK's defaults, node stages too, so include the module's node stages.
+    for node_stages in "$kwok_src/kustomize/stage/node/fast/node-initialize.yaml" \
+                       "$kwok_src/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml"; do
+      printf -- '---\n'; cat "$node_stages"
+    done
+    printf -- '---\n'; cat "$here/sim/pod-stages.yaml"
+  } > "$config"
+  echo "$config"
+}
+
+install_podgroup_crds() {
+  local sp
+  sp=$(module_dir "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION")
+  # The PodGroup CRD is the one the scheduler is built with; the controller also watches ElasticQuotas.
+  kubectl apply --server-side -f "$sp/manifests/coscheduling/crd.yaml" -f "$sp/manifests/crds/scheduling.x-k8s.io_elasticquotas.yaml" >/dev/null
+  kubectl wait --for=condition=Established crd/podgroups.scheduling.x-k8s.io crd/elasticquotas.scheduling.x-k8s.io --timeout=30s >/dev/null
+}
+
+create_nodes() {
+  local args=(--gpu "$gpu_nodes" --cpu "$cpu_nodes") m
+  for m in "${models[@]+"${models[@]}"}"; do args+=(--model "$m"); done
+  python3 "$here/sim/nodes.py" "${args[@]}" | kubectl apply --server-side -f - >/dev/null
+  kubectl wait --for=condition=Ready node -l sim.omenative.io/node --timeout=60s >/dev/null
+}
+
+up() {
+  local start=$SECONDS config
+  "$here/build-binaries.sh"
+  if [[ -f "$kubeconfig" ]]; then
+    if ! api_ready || ! components_alive 2>/dev/null; then
+      log "starting the stopped cluster $name"
+      kwokctl stop cluster --name "$name" >/dev/null 2>&1 || true
+      kwokctl start cluster --name "$name" --wait 60s >&2
+    fi
+  else
+    mkdir -p "$KWOK_WORKDIR/clusters"
+    config=$(write_config)
+    log "creating cluster $name (profile $profile) in $cluster_dir"
+    local args=(create cluster --name "$name" --config "$config" --kubeconfig "" --wait 60s)
+    [[ $profile == gang ]] && args+=(--kube-scheduler-config "$here/sim/scheduler-config.yaml")
+    kwokctl "${args[@]}" >&2
+  fi
+  for _ in $(seq 1 60); do api_ready && break; sleep 0.5; done
+  api_ready || die "kube-apiserver did not become ready; logs in $cluster_dir/logs"
+  [[ $profile == gang ]] && install_podgroup_crds
+  create_nodes
+  # A component that dies right after start (the scheduler on a bad configuration) is caught here.
+  sleep 1
+  components_alive || die "a component is not running; see the logs named above"
+  log "cluster $name is up in $((SECONDS - start))s: $(kubectl get nodes --no-headers | wc -l) nodes"
+  log "use it with: eval \"\$(hack/cluster.sh env${name:+ --name $name})\""
+}
+
+down() {
+  if [[ -d "$cluster_dir" ]]; then
+    kwokctl delete cluster --name "$name" >&2 || true
+  fi
+  rm -rf "$cluster_dir" "$cluster_dir.config.yaml"
+  # Nothing started for this cluster may outlive it.
+  local left
+  left=$(pgrep -f -- "$cluster_dir" || true)
+  if [[ -n "$left" ]]; then
+    log "stopping leftover processes: $left"
+    kill $left 2>/dev/null || true
+    sleep 1
+    kill -9 $left 2>/dev/null || true
+  fi
+  log "cluster $name is down"
+}
+
+case "$cmd" in
+  up) up ;;
+  down) down ;;
+  env) [[ -f "$kubeconfig" ]] || die "cluster $name is not up (run hack/cluster.sh up)"; echo "export KUBECONFIG=$kubeconfig" ;;
+  status) api_ready && components_alive ;;
+  *) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac

@@ -1,0 +1,16 @@
+# shellcheck shell=bash
+# Pinned versions of the local control plane. These were checked to build and run together; change them together.
+K8S_VERSION=v1.35.4
+K8S_STAGING_VERSION=v0.35.4
+SCHEDULER_PLUGINS_VERSION=v0.35.4-devel
+ETCD_VERSION=v3.6.16
+KWOK_VERSION=v0.8.0
+
+OMENATIVE_CACHE_DIR="${OMENATIVE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/omenative}"
+# One folder per version set, so a version bump never reuses a stale binary.
+OMENATIVE_BIN_DIR="${OMENATIVE_BIN_DIR:-$OMENATIVE_CACHE_DIR/k8s-$K8S_VERSION.sp-$SCHEDULER_PLUGINS_VERSION.etcd-$ETCD_VERSION.kwok-$KWOK_VERSION/bin}"
+
+# Every binary the control plane needs. kube-scheduler is the stock scheduler (for clusters without the PodGroup
+# CRD); coscheduling-scheduler and podgroup-controller come from scheduler-plugins.
+CONTROL_PLANE_BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl
+  coscheduling-scheduler podgroup-controller kwok kwokctl)

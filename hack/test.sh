@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs every check of the project, as CI does: lint, types, import contracts, unit, integration and end-to-end
+# tests against the local control plane. Installs what it needs (.venv, the control-plane binaries) and stops the
+# control plane it started, also on failure. Exits non-zero if any step failed.
+#
+#   hack/test.sh              everything
+#   hack/test.sh -k gang      extra arguments go to pytest
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+cd "$repo"
+
+log() { printf '\n[test %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+failed=()
+step() {  # name, command...
+  local name=$1 start=$SECONDS; shift
+  log "$name"
+  if "$@"; then log "$name: ok ($((SECONDS - start))s)"; else log "$name: FAILED ($((SECONDS - start))s)"; failed+=("$name"); fi
+}
+
+total=$SECONDS
+log "python environment (.venv)"
+if [[ ! -x .venv/bin/python ]]; then python3 -m venv .venv || exit 1; fi
+.venv/bin/python -m pip install --quiet --upgrade pip >/dev/null || exit 1
+.venv/bin/python -m pip install --quiet -e ".[test,lint]" || exit 1
+export PATH="$repo/.venv/bin:$PATH"
+
+log "control-plane binaries"
+"$here/build-binaries.sh" || exit 1
+
+step "ruff" ruff check src tests hack
+step "mypy (strict, src/)" mypy
+step "import contracts" lint-imports
+
+export OMENATIVE_CLUSTER="${OMENATIVE_CLUSTER:-omenative-test}"
+cleanup() { log "stopping the control plane"; "$here/cluster.sh" down --name "$OMENATIVE_CLUSTER" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+step "control plane up" "$here/cluster.sh" up --name "$OMENATIVE_CLUSTER"
+if [[ " ${failed[*]} " != *" control plane up "* ]]; then
+  step "pytest (unit, integration, e2e)" pytest -p no:cacheprovider "$@"
+fi
+
+if [[ ${#failed[@]} -gt 0 ]]; then
+  log "FAILED: ${failed[*]} (total $((SECONDS - total))s)"
+  exit 1
+fi
+log "all checks passed (total $((SECONDS - total))s)"

@@ -1,0 +1,5 @@
+import sys
+
+from omenative.cli import main
+
+sys.exit(main())

@@ -1,0 +1,79 @@
+"""The local control plane as the tests see it: started once per run by hack/cluster.sh, used through its kubeconfig."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import attrs
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER_SH = REPO / "hack" / "cluster.sh"
+
+
+def bin_dir() -> Path:
+    """The folder hack/build-binaries.sh fills (kubectl among them)."""
+    out = subprocess.run(
+        ["bash", "-c", f"source {REPO}/hack/lib/versions.sh && echo $OMENATIVE_BIN_DIR"],
+        check=True, capture_output=True, text=True,
+    )
+    return Path(out.stdout.strip())
+
+
+@attrs.frozen
+class KubectlResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+@attrs.frozen
+class ControlPlane:
+    name: str
+    kubeconfig: Path
+    bin_dir: Path
+
+    @classmethod
+    def up(cls, name: str, *args: str) -> ControlPlane:
+        """Brings the named cluster up (idempotent) and returns a handle on it."""
+        subprocess.run(["bash", str(CLUSTER_SH), "up", "--name", name, *args], check=True)
+        env = subprocess.run(
+            ["bash", str(CLUSTER_SH), "env", "--name", name], check=True, capture_output=True, text=True
+        ).stdout
+        match = re.search(r"export KUBECONFIG=(\S+)", env)
+        assert match, f"hack/cluster.sh env printed no KUBECONFIG: {env!r}"
+        return cls(name=name, kubeconfig=Path(match.group(1)), bin_dir=bin_dir())
+
+    def down(self) -> None:
+        subprocess.run(["bash", str(CLUSTER_SH), "down", "--name", self.name], check=True)
+
+    @property
+    def log_dir(self) -> Path:
+        return self.kubeconfig.parent / "logs"
+
+    def env(self) -> dict[str, str]:
+        """An environment in which `kubectl` (the one we built) talks to this cluster."""
+        return os.environ | {
+            "KUBECONFIG": str(self.kubeconfig),
+            "PATH": f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+
+    async def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> KubectlResult:
+        """Runs kubectl against this cluster without blocking the event loop."""
+        proc = await asyncio.create_subprocess_exec(
+            str(self.bin_dir / "kubectl"), *args,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=self.env(),
+        )
+        out, err = await proc.communicate(stdin.encode() if stdin is not None else None)
+        result = KubectlResult(proc.returncode or 0, out.decode(), err.decode())
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.output}")
+        return result
