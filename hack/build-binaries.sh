@@ -12,9 +12,6 @@ mkdir -p "$bin"
 log() { printf '[build-binaries %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 # component-base reports this version; kwokctl picks each binary's flags from it, so it must be the real one.
-ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION"
-ldflags+=" -X k8s.io/component-base/version.gitMajor=${K8S_VERSION#v}"
-ldflags="${ldflags%%.*}"  # placeholder, replaced below
 major="${K8S_VERSION#v}"; major="${major%%.*}"
 minor="${K8S_VERSION#v}"; minor="${minor#*.}"; minor="${minor%%.*}"
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION"
@@ -80,21 +77,12 @@ build_kwok() {
   done
 }
 
-# The PodGroup CRD comes from the same scheduler-plugins module the scheduler is built from.
-podgroup_crd() {
-  local dst="$OMENATIVE_BIN_DIR/../podgroup-crd.yaml" src
-  [[ -f "$dst" ]] && return 0
-  src=$(go mod download -json "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
-  cp "$src/manifests/coscheduling/crd.yaml" "$dst"; chmod u+w "$dst"
-}
-
 command -v go >/dev/null || { log "go is not on PATH: install Go 1.25 or later, or set KUBEBUILDER_ASSETS"; exit 1; }
 start=$SECONDS
 build_kwok
 build_etcd
 build_scheduler_plugins
 build_kubernetes
-podgroup_crd
 for n in "${CONTROL_PLANE_BINARIES[@]}"; do
   [[ -x "$bin/$n" ]] || { log "missing after build: $bin/$n"; exit 1; }
 done

@@ -72,7 +72,7 @@ components_alive() {
 api_ready() { kubectl get --raw /readyz >/dev/null 2>&1; }
 
 write_config() {
-  local config="$cluster_dir.config.yaml" kwok_src node_stages
+  local config="$state_dir/$name.kwokctl.yaml" kwok_src node_stages
   kwok_src=$(module_dir "sigs.k8s.io/kwok@$KWOK_VERSION")
   {
     cat <<EOF
@@ -103,6 +103,7 @@ components:
 - name: podgroup-controller
   binary: $bin/podgroup-controller
   links: [kube-apiserver]
+  workDir: $cluster_dir
   args:
   - --kubeconfig=$cluster_dir/kubeconfig.yaml
   - --metricsAddr=0
@@ -123,7 +124,7 @@ install_podgroup_crds() {
   local sp
   sp=$(module_dir "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION")
   # The PodGroup CRD is the one the scheduler is built with; the controller also watches ElasticQuotas.
-  kubectl apply --server-side -f "$sp/manifests/coscheduling/crd.yaml" -f "$sp/manifests/crds/scheduling.x-k8s.io_elasticquotas.yaml" >/dev/null
+  kubectl apply --server-side -f "$sp/manifests/coscheduling/crd.yaml" -f "$sp/manifests/capacityscheduling/crd.yaml" >/dev/null
   kubectl wait --for=condition=Established crd/podgroups.scheduling.x-k8s.io crd/elasticquotas.scheduling.x-k8s.io --timeout=30s >/dev/null
 }
 
@@ -166,16 +167,17 @@ down() {
   if [[ -d "$cluster_dir" ]]; then
     kwokctl delete cluster --name "$name" >&2 || true
   fi
-  rm -rf "$cluster_dir" "$cluster_dir.config.yaml"
-  # Nothing started for this cluster may outlive it.
-  local left
-  left=$(pgrep -f -- "$cluster_dir" || true)
-  if [[ -n "$left" ]]; then
-    log "stopping leftover processes: $left"
-    kill $left 2>/dev/null || true
-    sleep 1
-    kill -9 $left 2>/dev/null || true
-  fi
+  rm -rf "$cluster_dir" "$state_dir/$name.kwokctl.yaml"
+  # Nothing started for this cluster may outlive it: wait for what kwokctl stopped, then kill what is left.
+  local left i
+  for i in $(seq 1 50); do
+    left=$(pgrep -f -- "$cluster_dir/" || true)
+    [[ -z "$left" ]] && break
+    [[ $i == 20 ]] && { log "terminating leftover processes: $left"; kill $left 2>/dev/null || true; }
+    [[ $i == 40 ]] && { log "killing leftover processes: $left"; kill -9 $left 2>/dev/null || true; }
+    sleep 0.2
+  done
+  [[ -z "$left" ]] || die "processes of cluster $name are still running: $left"
   log "cluster $name is down"
 }
 

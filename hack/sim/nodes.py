@@ -64,7 +64,6 @@ def node_manifest(
         "status": {
             "capacity": resources,
             "allocatable": dict(resources),
-            "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": "v1.35.4-kwok"},
         },
     }
 

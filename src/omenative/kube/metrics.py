@@ -103,7 +103,7 @@ class _InFlightCollector(Collector):
     """Reports, at scrape time, how long the items workers hold have been processing (client-go's two gauges)."""
 
     def __init__(self) -> None:
-        self._queues: weakref.WeakSet[UnfinishedWork] = weakref.WeakSet()  # type: ignore[type-var]
+        self._queues: weakref.WeakSet[UnfinishedWork] = weakref.WeakSet()
 
     def track(self, queue: UnfinishedWork) -> None:
         self._queues.add(queue)

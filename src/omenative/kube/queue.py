@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
 from collections import deque
 from collections.abc import Hashable
 from typing import Generic, Protocol, TypeVar
@@ -45,10 +46,8 @@ class ItemExponentialLimiter(Generic[K]):
     def when(self, key: K) -> float:
         n = self._failures.get(key, 0)
         self._failures[key] = n + 1
-        # Compare exponents first: 2**n overflows a float long before n matters.
-        if n > 64:
-            return self.cap
-        return min(self.base * 2**n, self.cap)
+        # Past 2^64 the cap has long been reached; ldexp would overflow a float.
+        return self.cap if n > 64 else min(math.ldexp(self.base, n), self.cap)
 
     def forget(self, key: K) -> None:
         self._failures.pop(key, None)
