@@ -19,6 +19,7 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client, config
 
+from omenative.kube.client import KubeClient
 from tests.support.cluster import ControlPlane
 from tests.support.nodes import node_manifest
 
@@ -48,6 +49,14 @@ async def api(control_plane: ControlPlane) -> AsyncIterator[client.ApiClient]:
     api_client = await api_client_for(control_plane.kubeconfig)
     async with api_client:
         yield api_client
+
+
+@pytest_asyncio.fixture(scope="session")
+async def kube(control_plane: ControlPlane) -> AsyncIterator[KubeClient]:
+    """omenative's own client (plain dicts) against the control plane."""
+    kube_client = await KubeClient.connect(str(control_plane.kubeconfig))
+    async with kube_client:
+        yield kube_client
 
 
 @pytest.fixture

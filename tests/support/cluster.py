@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import attrs
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_SH = REPO / "hack" / "cluster.sh"
@@ -57,6 +60,28 @@ class ControlPlane:
     @property
     def log_dir(self) -> Path:
         return self.kubeconfig.parent / "logs"
+
+    @property
+    def workdir(self) -> Path:
+        """kwokctl's folder for this cluster (pids/, logs/, kwok.yaml)."""
+        return self.kubeconfig.parent
+
+    def options(self) -> dict[str, Any]:
+        """kwokctl's resolved options for this cluster (ports among them)."""
+        with open(self.workdir / "kwok.yaml") as f:
+            for doc in yaml.safe_load_all(f):
+                if doc and doc.get("kind") == "KwokctlConfiguration":
+                    return dict(doc["options"])
+        raise AssertionError("no KwokctlConfiguration in kwok.yaml")
+
+    def stop_component(self, component: str) -> None:
+        """Stops one component (kube-apiserver, etcd, ...) as a crash does: SIGKILL, no graceful shutdown."""
+        pid = int((self.workdir / "pids" / f"{component}.pid").read_text().strip())
+        os.kill(pid, signal.SIGKILL)
+
+    def start_stopped_components(self) -> None:
+        """Starts again whatever component is not running (hack/cluster.sh up is idempotent)."""
+        subprocess.run(["bash", str(CLUSTER_SH), "up", "--name", self.name], check=True, capture_output=True)
 
     def env(self) -> dict[str, str]:
         """An environment in which `kubectl` (the one we built) talks to this cluster."""

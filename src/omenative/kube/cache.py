@@ -175,8 +175,12 @@ class Store:
         for handler in self._handlers:
             handler.on_delete(last)
 
-    def replace(self, objs: list[Obj], resource_version: str) -> None:
-        """Makes the store equal a fresh list: adds and updates what changed, deletes what vanished."""
+    def replace(self, objs: list[Obj], resource_version: str, namespace: str | None = None) -> None:
+        """Makes the store equal a fresh list: adds and updates what changed, deletes what vanished.
+
+        With `namespace`, the list covered only that namespace (one reflector per watched namespace), and only its
+        objects can vanish.
+        """
         initial = not self.synced
         seen: set[str] = set()
         for obj in objs:
@@ -186,7 +190,8 @@ class Store:
             if current is not None and resource_version_of(current) == resource_version_of(obj):
                 continue  # unchanged while we were away
             self.upsert(obj, initial=initial)
-        for key in [k for k in self._items if k not in seen]:
+        scope = self._items if namespace is None else dict.fromkeys(self._indices[NAMESPACE_INDEX].get(namespace, ()))
+        for key in [k for k in scope if k not in seen]:
             self.remove(self._items[key])
         self.resource_version = resource_version
         self.synced = True

@@ -5,7 +5,8 @@
 - A watch asks for bookmarks and a random server timeout of 5-10 minutes (spreading reconnects); when it ends
   normally it is opened again from the last resourceVersion, without a relist.
 - `410 Gone` (the resourceVersion was compacted away) relists; the store's `replace` then delivers every change made
-  meanwhile, deletes included.
+  meanwhile, deletes included. Any other error (a refused connection while the API server restarts, a dead stream)
+  backs off and watches again from the last resourceVersion.
 - Errors back off 0.8 s, doubling with jitter, capped at 30 s, reset after 2 minutes without failures; a watch
   silent for 70 s counts as failed (bookmarks arrive about once a minute), and so does one that ends within a second
   having delivered nothing.
@@ -110,19 +111,23 @@ class Reflector:
 
     async def _list_and_watch_forever(self) -> None:
         while True:
-            await self.list()
+            # After an error the watch resumes from the last resourceVersion: the store is still right up to it.
+            # Only a version the server no longer has (410) costs a relist.
+            if not self.last_resource_version:
+                await self.list()
             try:
                 await self.watch_until_gone()
             except _Relist:
                 metrics.informer_watch_restarts_total.labels(resource=str(self.resource), reason="gone").inc()
                 self._log.info("watch resourceVersion expired, relisting")
+                self.last_resource_version = ""
 
     async def list(self) -> None:
         items, rv = await self.client.list_all(self.resource, self.namespace, label_selector=self.label_selector,
                                                page_size=self.page_size)
         self.lists += 1
         metrics.informer_relists_total.labels(resource=str(self.resource)).inc()
-        self.store.replace(items, rv)
+        self.store.replace(items, rv, self.namespace)
         self.last_resource_version = rv
 
     async def watch_until_gone(self) -> None:
@@ -165,29 +170,46 @@ class Reflector:
 
 
 class Informer:
-    """A store kept current by a reflector, with a task that can be started and awaited for its first sync."""
+    """A store kept current by one reflector per watched namespace (or one for the whole cluster)."""
 
-    def __init__(self, reflector: Reflector) -> None:
-        self.reflector = reflector
-        self.store = reflector.store
-        self._task: asyncio.Task[None] | None = None
+    def __init__(
+        self,
+        client: KubeClient,
+        store: Store,
+        *,
+        namespaces: list[str] | None = None,
+        label_selector: str | None = None,
+        **reflector_options: Any,
+    ) -> None:
+        self.store = store
+        scopes: list[str | None] = list(namespaces) if namespaces and store.resource.namespaced else [None]
+        self.reflectors = [Reflector(client, store, namespace=ns, label_selector=label_selector, **reflector_options)
+                           for ns in scopes]
+        self._tasks: list[asyncio.Task[None]] = []
 
-    def start(self) -> asyncio.Task[None]:
-        if self._task is None:
-            self._task = asyncio.create_task(self.reflector.run(), name=f"informer {self.store.resource}")
-        return self._task
+    @property
+    def synced(self) -> bool:
+        return all(r.lists > 0 for r in self.reflectors)
+
+    def start(self) -> None:
+        if not self._tasks:
+            self._tasks = [asyncio.create_task(r.run(), name=f"informer {self.store.resource} {r.namespace or '*'}")
+                           for r in self.reflectors]
 
     async def wait_synced(self, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
-        while not self.store.synced:
-            if self._task is not None and self._task.done():
-                self._task.result()  # surfaces the error that ended it
+        while not self.synced:
+            for task in self._tasks:
+                if task.done():
+                    task.result()  # surfaces the error that ended it
             if time.monotonic() > deadline:
                 raise TimeoutError(f"cache of {self.store.resource} did not sync in {timeout:.0f}s")
             await asyncio.sleep(0.05)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+                await task
+        self._tasks = []

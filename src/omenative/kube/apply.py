@@ -1,0 +1,167 @@
+"""Writes desired objects with server-side apply under one field manager, and only when something would change.
+
+- Objects are applied whole, with force: the controller owns the fields it sends (the server-side apply docs
+  recommend force for controllers), and a field it stops sending is removed.
+- No-op detection: an object's intent carries a hash of itself in an annotation; when the cached object carries
+  that hash and every desired field with the desired value, no request is sent. A dropped field changes the hash,
+  so its removal is still applied; a field someone else changed is noticed by the comparison and put back.
+- Status (which omenative alone writes) is compared whole and applied through the status subresource.
+- A value the server normalizes (a quantity, a timestamp) must not make every pass write again: the applier
+  remembers, per object, the intent it last applied and the resourceVersion that came back; while the cache still
+  shows that version and the intent is unchanged, nothing is sent.
+- Deletes carry the UID as a precondition, so a newer object of the same name is never deleted.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from omenative.api.constants import ANN_APPLIED_HASH, FIELD_MANAGER
+from omenative.kube import metrics
+from omenative.kube.client import ApiError, KubeClient
+from omenative.kube.resources import Resource
+
+log = structlog.get_logger(__name__)
+
+Obj = dict[str, Any]
+Lookup = Callable[[Resource, str | None, str], Obj | None]
+
+
+def intent_hash(obj: Obj) -> str:
+    body = copy.deepcopy(obj)
+    (body.get("metadata", {}).get("annotations") or {}).pop(ANN_APPLIED_HASH, None)
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def with_intent_hash(obj: Obj) -> Obj:
+    """The object with its intent hash in an annotation (what is applied)."""
+    out = copy.deepcopy(obj)
+    annotations = out.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations[ANN_APPLIED_HASH] = intent_hash(obj)
+    return out
+
+
+def contains(actual: Any, desired: Any) -> bool:
+    """True when `actual` carries every field of `desired` with the same value (extra fields are fine).
+
+    Lists compare item by item and must be as long: the server keeps the order of lists we send, and a list that
+    grew or shrank is a change.
+    """
+    if isinstance(desired, dict):
+        if not isinstance(actual, dict):
+            return False
+        return all(k in actual and contains(actual[k], v) for k, v in desired.items() if v is not None) and all(
+            actual.get(k) is None for k, v in desired.items() if v is None)
+    if isinstance(desired, list):
+        if not isinstance(actual, list) or len(actual) != len(desired):
+            return False
+        return all(contains(a, d) for a, d in zip(actual, desired, strict=True))
+    if isinstance(desired, bool) or isinstance(actual, bool):
+        return actual is desired
+    if isinstance(desired, (int, float)) and isinstance(actual, (int, float)):
+        return float(actual) == float(desired)
+    return bool(actual == desired)
+
+
+def up_to_date(current: Obj | None, desired: Obj) -> bool:
+    """Whether applying `desired` (already carrying its intent hash) would change nothing."""
+    if current is None:
+        return False
+    want = (desired.get("metadata", {}).get("annotations") or {}).get(ANN_APPLIED_HASH)
+    have = (current.get("metadata", {}).get("annotations") or {}).get(ANN_APPLIED_HASH)
+    if want is None or want != have:
+        return False
+    body = {k: v for k, v in desired.items() if k not in ("apiVersion", "kind", "status")}
+    return contains(current, body)
+
+
+class Applier:
+    def __init__(self, client: KubeClient, lookup: Lookup, *, field_manager: str = FIELD_MANAGER) -> None:
+        self.client = client
+        self.lookup = lookup
+        self.field_manager = field_manager
+        self.writes = 0  # requests that changed or could have changed something
+        self._applied: dict[str, tuple[str, str]] = {}  # object -> (intent hash, resourceVersion it produced)
+
+    def _memo_key(self, resource: Resource, namespace: str | None, name: str, part: str = "") -> str:
+        return f"{resource}/{resource.key(namespace, name)}{part}"
+
+    def _unchanged_since_last_apply(self, memo_key: str, digest: str, current: Obj | None) -> bool:
+        if current is None:
+            self._applied.pop(memo_key, None)
+            return False
+        return self._applied.get(memo_key) == (digest, str(current["metadata"].get("resourceVersion", "")))
+
+    def _remember(self, memo_key: str, digest: str, result: Obj) -> None:
+        self._applied[memo_key] = (digest, str(result.get("metadata", {}).get("resourceVersion", "")))
+
+    async def apply(self, resource: Resource, desired: Obj, *, force: bool = True) -> Obj:
+        """Applies the intent unless the cached object already matches it; returns the (possibly cached) object."""
+        body = with_intent_hash(desired)
+        body.setdefault("apiVersion", resource.api_version)
+        body.setdefault("kind", resource.kind)
+        meta = body["metadata"]
+        current = self.lookup(resource, meta.get("namespace"), meta["name"])
+        memo_key = self._memo_key(resource, meta.get("namespace"), meta["name"])
+        digest = meta["annotations"][ANN_APPLIED_HASH]
+        if current is not None and (up_to_date(current, body)
+                                    or self._unchanged_since_last_apply(memo_key, digest, current)):
+            metrics.apply_skipped_total.labels(kind=resource.kind).inc()
+            return current
+        self.writes += 1
+        log.debug("apply", kind=resource.kind, namespace=meta.get("namespace"), name=meta["name"],
+                  create=current is None)
+        result = await self.client.apply(resource, body, field_manager=self.field_manager, force=force)
+        self._remember(memo_key, digest, result)
+        return result
+
+    async def apply_status(self, resource: Resource, name: str, namespace: str | None, status: Obj) -> Obj | None:
+        """Applies `status` through the status subresource unless the cached status already equals it."""
+        current = self.lookup(resource, namespace, name)
+        if current is None:
+            return None  # nothing to write status on (yet); the object's own event will bring us back
+        memo_key = self._memo_key(resource, namespace, name, "/status")
+        digest = hashlib.sha256(json.dumps(status, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        if _normalized(current.get("status") or {}) == _normalized(status) or self._unchanged_since_last_apply(
+                memo_key, digest, current):
+            metrics.apply_skipped_total.labels(kind=f"{resource.kind}/status").inc()
+            return current
+        self.writes += 1
+        meta: Obj = {"name": name}
+        if namespace:
+            meta["namespace"] = namespace
+        body = {"apiVersion": resource.api_version, "kind": resource.kind, "metadata": meta, "status": status}
+        try:
+            result = await self.client.apply(resource, body, field_manager=self.field_manager, subresource="status")
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+        self._remember(memo_key, digest, result)
+        return result
+
+    async def delete(self, resource: Resource, obj: Obj, *, propagation_policy: str | None = None) -> bool:
+        """Deletes this very object (UID precondition); False when it was already gone or replaced."""
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp"):
+            return True
+        self.writes += 1
+        try:
+            result = await self.client.delete(resource, meta["name"], meta.get("namespace"), uid=meta.get("uid"),
+                                              propagation_policy=propagation_policy)
+        except ApiError as exc:
+            if exc.conflict:  # the precondition failed: a newer object holds the name
+                return False
+            raise
+        return result is not None
+
+
+def _normalized(value: Any) -> Any:
+    """JSON round-trip, so ints and floats, tuples and lists compare as the server stores them."""
+    return json.loads(json.dumps(value, sort_keys=True))

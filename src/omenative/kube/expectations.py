@@ -1,0 +1,62 @@
+"""ReplicaSet-style expectations: a lagging cache never causes a duplicate create or delete.
+
+Right after a controller creates pods, its next pass may still see the old cache and create them again. Before it
+creates or deletes, it records what it expects to see; informer events mark them observed; until all are observed
+(or 5 minutes pass, in case an event was lost), the controller must not create or delete for that key again.
+Creates and deletes that failed are marked observed by hand, since no event will come for them.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from omenative.kube.clock import Clock, RealClock
+
+EXPECTATIONS_TIMEOUT = 300.0
+
+
+@attrs.define
+class _Record:
+    creates: set[str] = attrs.field(factory=set)  # names expected to appear
+    deletes: set[str] = attrs.field(factory=set)  # UIDs expected to go
+    since: float = 0.0
+
+
+class Expectations:
+    def __init__(self, clock: Clock | None = None, timeout: float = EXPECTATIONS_TIMEOUT) -> None:
+        self.clock = clock or RealClock()
+        self.timeout = timeout
+        self._records: dict[str, _Record] = {}
+
+    def expect_creations(self, key: str, names: list[str]) -> None:
+        record = self._records.setdefault(key, _Record())
+        record.creates.update(names)
+        record.since = self.clock.now()
+
+    def expect_deletions(self, key: str, uids: list[str]) -> None:
+        record = self._records.setdefault(key, _Record())
+        record.deletes.update(uids)
+        record.since = self.clock.now()
+
+    def creation_observed(self, key: str, name: str) -> None:
+        record = self._records.get(key)
+        if record is not None:
+            record.creates.discard(name)
+
+    def deletion_observed(self, key: str, uid: str) -> None:
+        record = self._records.get(key)
+        if record is not None:
+            record.deletes.discard(uid)
+
+    def satisfied(self, key: str) -> bool:
+        record = self._records.get(key)
+        if record is None or (not record.creates and not record.deletes):
+            return True
+        return self.clock.now() - record.since >= self.timeout
+
+    def pending(self, key: str) -> tuple[frozenset[str], frozenset[str]]:
+        record = self._records.get(key) or _Record()
+        return frozenset(record.creates), frozenset(record.deletes)
+
+    def forget(self, key: str) -> None:
+        self._records.pop(key, None)
