@@ -87,7 +87,8 @@ async def test_a_watch_that_times_out_resumes_without_a_relist(
     recorder = Recorder()
     store.add_handler(recorder)
     # The server ends each watch after 1 s; every end must be followed by a new watch, never by a new list.
-    informer = Informer(kube, store, namespaces=[namespace], label_selector=SELECTOR, min_watch_timeout=1, max_watch_timeout=1)
+    informer = Informer(kube, store, namespaces=[namespace], label_selector=SELECTOR,
+                        min_watch_timeout=1, max_watch_timeout=1)
     reflector = informer.reflectors[0]
     informer.start()
     try:

@@ -1,0 +1,29 @@
+"""The controller's configuration: cluster-wide defaults and grace periods (OME's chart values under
+`ome.controller`). Pure data; the CLI reads it from flags and a file."""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen(kw_only=True)
+class ControllerConfig:
+    # Replica defaults, when neither the InferenceService nor the runtime sets a bound.
+    default_min_replicas: int = 1
+    default_max_replicas: dict[str, int] = attrs.field(
+        factory=lambda: {"engine": 3, "decoder": 3, "router": 2})
+    # Lifecycle defaults (lifecycle.* unset in the InferenceService and the runtime).
+    instance_ready_timeout: str | None = "30m"
+    update_strategy_type: str | None = None  # None: SurgeThenDrain
+    max_surge: int | str | None = "25%"
+    max_unavailable: int | str | None = "25%"  # not applied under SurgeThenDrain
+    min_ready_seconds: int = 0
+    gang_schedule_timeout_min: str | None = "60s"
+    gang_schedule_timeout_max: str | None = "600s"
+    # When a pod counts as stuck or unschedulable for good.
+    stuck_pod_grace_period: str | None = "60s"
+    unschedulable_grace_period: str | None = "15m"
+    # PodDisruptionBudget when the component sets neither minAvailable nor maxUnavailable.
+    pdb_max_unavailable: int | str = 1
+    # Also run components that declare no deployment mode at all (they would be RawDeployment).
+    claim_unmoded: bool = False

@@ -1,0 +1,74 @@
+"""Names of the objects omenative creates. They are contracts: users' scripts and the router's selectors use them."""
+
+from __future__ import annotations
+
+import hashlib
+
+MAX_DNS_LABEL = 63
+
+
+def replica_name(isvc: str, component: str) -> str:
+    """InferenceReplica, Service, HorizontalPodAutoscaler and PodDisruptionBudget of a component."""
+    return f"{isvc}-{component}"
+
+
+def headless_service_name(isvc: str, component: str) -> str:
+    return f"{isvc}-{component}-headless"
+
+
+def pod_name(isvc: str, component: str, index: int, runner: str, ordinal: int) -> str:
+    return f"{isvc}-{component}-{index}-{runner}-{ordinal}"
+
+
+def instance_subdomain(isvc: str, component: str, index: int) -> str:
+    return f"{isvc}-{component}-{index}"
+
+
+def podgroup_name(isvc: str, component: str, index: int) -> str:
+    return f"{isvc}-{component}-{index}"
+
+
+def revision_name(isvc: str, component: str, revision_hash: str) -> str:
+    return f"{isvc}-{component}-{revision_hash}"
+
+
+def leader_address(isvc: str, component: str, index: int) -> str:
+    """The leader's DNS name through the component's headless Service (resolves once the leader has an IP)."""
+    return f"{pod_name(isvc, component, index, 'leader', 0)}.{headless_service_name(isvc, component)}"
+
+
+def router_rbac_name(isvc: str) -> str:
+    """ServiceAccount, Role and RoleBinding the router's service discovery runs with."""
+    return f"{isvc}-router"
+
+
+def _shorten(name: str, keep: int) -> str:
+    return f"{hashlib.sha256(name.encode()).hexdigest()[:8]}-{name[-keep:]}"
+
+
+def cluster_model_label(model: str) -> str:
+    """Node label the model agent sets where a ClusterBaseModel is (Ready, Updating, Failed).
+
+    A name longer than 32 characters is shortened to the first 8 hex digits of its SHA-256 and its last 23
+    characters, as OME does, so the label key stays valid.
+    """
+    part = model if len(model) <= 32 else _shorten(model, 23)
+    return f"models.ome.io/clusterbasemodel.{part}"
+
+
+def namespaced_model_label(namespace: str, model: str) -> str:
+    """Node label for a namespaced BaseModel; shortened when namespace and name exceed 38 characters."""
+    if len(namespace) + len(model) <= 38:
+        return f"models.ome.io/{namespace}.basemodel.{model}"
+    return f"models.ome.io/{_shorten(namespace, 10)}.basemodel.{_shorten(model, 10)}"
+
+
+def longest_pod_name(isvc: str, component: str, max_index: int, workers: int) -> str:
+    """The longest pod (host) name an Instance of this shape can get, for admission's length check.
+
+    A single-pod Instance alternates ordinals 0 and 1 across surge updates; a multi-pod one numbers its workers
+    from 0 ("leader" and "worker" are the same length).
+    """
+    if workers:
+        return pod_name(isvc, component, max_index, "worker", workers - 1)
+    return pod_name(isvc, component, max_index, "default", 1)

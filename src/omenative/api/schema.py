@@ -1,0 +1,246 @@
+"""A small schema layer over attrs: one declaration gives the Python model, its JSON form and its OpenAPI schema.
+
+Every field is declared with `field("jsonName", "description", ...)`. From that:
+- `from_dict` / `to_dict` convert between the JSON form and the models without losing anything: keys the model does
+  not declare are kept in `extra` and written back, so objects written for upstream OME round-trip intact;
+- `openapi_schema` produces the structural schema of the CRD (descriptions for `kubectl explain`, enums, defaults,
+  bounds, list-map keys for server-side apply, int-or-string, preserved unknown fields).
+
+Fields absent from the input stay None, so `to_dict(from_dict(x)) == x`; defaulting is a separate, explicit step
+(`omenative.api.defaults`), never a side effect of parsing.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, TypeVar, Union, get_args, get_origin
+
+import attrs
+
+JSON = Any  # an opaque JSON value: a pod template, a container, an affinity
+
+META_KEY = "omenative.api"
+T = TypeVar("T", bound="Model")
+
+
+@attrs.frozen
+class FieldMeta:
+    name: str
+    doc: str
+    enum: tuple[str, ...] | None = None
+    default: Any = None
+    minimum: int | None = None
+    maximum: int | None = None
+    pattern: str | None = None
+    max_length: int | None = None
+    list_map_keys: tuple[str, ...] | None = None
+    list_type: str | None = None  # "atomic" | "set" | "map"
+    map_type: str | None = None  # "granular" | "atomic"
+    int_or_string: bool = False
+    preserve_unknown: bool = False
+    required: bool = False
+    format: str | None = None
+    nullable: bool = False
+
+
+def field(
+    name: str,
+    doc: str,
+    *,
+    enum: tuple[str, ...] | None = None,
+    default: Any = None,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    pattern: str | None = None,
+    max_length: int | None = None,
+    list_map_keys: tuple[str, ...] | None = None,
+    list_type: str | None = None,
+    map_type: str | None = None,
+    int_or_string: bool = False,
+    preserve_unknown: bool = False,
+    required: bool = False,
+    format: str | None = None,
+    nullable: bool = False,
+) -> Any:
+    """Declares a model field. `default` is the schema default the API server applies, not a parse default."""
+    meta = FieldMeta(name, doc, enum, default, minimum, maximum, pattern, max_length, list_map_keys, list_type,
+                     map_type, int_or_string, preserve_unknown, required, format, nullable)
+    return attrs.field(default=None, metadata={META_KEY: meta}, kw_only=True)
+
+
+@attrs.define(kw_only=True)
+class Model:
+    """Base of every API model. `extra` keeps the keys the model does not declare."""
+
+    extra: dict[str, Any] = attrs.field(factory=dict, repr=False)
+
+    # Class-level schema options, overridden by subclasses.
+    __schema_preserve_unknown__: typing.ClassVar[bool] = False
+    __schema_extra_properties__: typing.ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def from_dict(cls: type[T], data: Mapping[str, Any] | None) -> T:
+        return from_dict(cls, data or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_dict(self)
+
+
+@functools.cache
+def model_fields(cls: type[Model]) -> list[tuple[attrs.Attribute[Any], FieldMeta, Any]]:
+    """(attribute, metadata, resolved type) of every declared field, in declaration order (cached per class)."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for attribute in attrs.fields(cls):
+        meta = attribute.metadata.get(META_KEY)
+        if meta is not None:
+            out.append((attribute, meta, hints[attribute.name]))
+    return out
+
+
+def _strip_optional(tp: Any) -> Any:
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        return args[0] if len(args) == 1 else tp
+    return tp
+
+
+def _is_model(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, Model)
+
+
+def _convert_in(tp: Any, value: Any) -> Any:
+    tp = _strip_optional(tp)
+    if value is None:
+        return None
+    if _is_model(tp):
+        return from_dict(tp, value) if isinstance(value, Mapping) else value
+    origin = get_origin(tp)
+    if origin is list:
+        (item,) = get_args(tp)
+        return [_convert_in(item, v) for v in value] if isinstance(value, list) else value
+    if origin is dict:
+        _, item = get_args(tp)
+        return {k: _convert_in(item, v) for k, v in value.items()} if isinstance(value, Mapping) else value
+    return value
+
+
+def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
+    kwargs: dict[str, Any] = {}
+    known: set[str] = set()
+    for attribute, meta, tp in model_fields(cls):
+        known.add(meta.name)
+        if meta.name in data:
+            kwargs[attribute.name] = _convert_in(tp, data[meta.name])
+    extra = {k: v for k, v in data.items() if k not in known}
+    return cls(extra=extra, **kwargs)
+
+
+def _convert_out(value: Any) -> Any:
+    if isinstance(value, Model):
+        return to_dict(value)
+    if isinstance(value, list):
+        return [_convert_out(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _convert_out(v) for k, v in value.items()}
+    return value
+
+
+def to_dict(obj: Model) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for attribute, meta, _ in model_fields(type(obj)):
+        value = getattr(obj, attribute.name)
+        if value is not None:
+            out[meta.name] = _convert_out(value)
+    for key, value in obj.extra.items():
+        out.setdefault(key, value)
+    return out
+
+
+# -- OpenAPI
+
+
+def _type_schema(tp: Any, meta: FieldMeta | None, seen: tuple[type, ...]) -> dict[str, Any]:
+    tp = _strip_optional(tp)
+    if meta is not None and meta.int_or_string:
+        return {"x-kubernetes-int-or-string": True}
+    if _is_model(tp):
+        return openapi_schema(tp, seen)
+    origin = get_origin(tp)
+    if origin is list:
+        (item,) = get_args(tp)
+        schema: dict[str, Any] = {"type": "array", "items": _type_schema(item, None, seen)}
+        return schema
+    if origin is dict:
+        _, item = get_args(tp)
+        return {"type": "object", "additionalProperties": _type_schema(item, None, seen)}
+    if tp is str:
+        return {"type": "string"}
+    if tp is bool:
+        return {"type": "boolean"}
+    if tp is int:
+        return {"type": "integer"}
+    if tp is float:
+        return {"type": "number"}
+    # JSON / Any: an opaque value the API server must keep as it is.
+    return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+
+def field_schema(meta: FieldMeta, tp: Any, seen: tuple[type, ...] = ()) -> dict[str, Any]:
+    schema = _type_schema(tp, meta, seen)
+    schema = {**schema, "description": meta.doc}
+    if meta.enum is not None:
+        schema["enum"] = list(meta.enum)
+    if meta.default is not None:
+        schema["default"] = meta.default
+    if meta.minimum is not None:
+        schema["minimum"] = meta.minimum
+    if meta.maximum is not None:
+        schema["maximum"] = meta.maximum
+    if meta.pattern is not None:
+        schema["pattern"] = meta.pattern
+    if meta.max_length is not None:
+        schema["maxLength"] = meta.max_length
+    if meta.format is not None:
+        schema["format"] = meta.format
+    if meta.list_map_keys is not None:
+        schema["x-kubernetes-list-type"] = "map"
+        schema["x-kubernetes-list-map-keys"] = list(meta.list_map_keys)
+    elif meta.list_type is not None:
+        schema["x-kubernetes-list-type"] = meta.list_type
+    if meta.map_type is not None:
+        schema["x-kubernetes-map-type"] = meta.map_type
+    if meta.preserve_unknown and "x-kubernetes-preserve-unknown-fields" not in schema:
+        schema["x-kubernetes-preserve-unknown-fields"] = True
+        schema.setdefault("type", "object")
+    if meta.nullable:
+        schema["nullable"] = True
+    return schema
+
+
+def openapi_schema(cls: type[Model], seen: tuple[type, ...] = ()) -> dict[str, Any]:
+    if cls in seen:  # recursive types are not structural; keep the inner one opaque
+        return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    seen = (*seen, cls)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for _, meta, tp in model_fields(cls):
+        properties[meta.name] = field_schema(meta, tp, seen)
+        if meta.required:
+            required.append(meta.name)
+    properties.update(cls.__schema_extra_properties__)
+    schema: dict[str, Any] = {"type": "object"}
+    doc = (cls.__doc__ or "").strip()
+    if doc:
+        schema["description"] = " ".join(doc.split())
+    if properties:
+        schema["properties"] = properties
+    if required:
+        schema["required"] = required
+    if cls.__schema_preserve_unknown__:
+        schema["x-kubernetes-preserve-unknown-fields"] = True
+    return schema
