@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("OMENATIVE_SHARED", REPO.parent / "shared"))
 CATALOG = SHARED / "thirdparty" / "ome" / "config"
@@ -30,7 +31,7 @@ def catalog(kind: str) -> tuple[tuple[str, dict[str, Any]], ...]:
     for path in sorted(folder.rglob("*.yaml")):
         if path.name == "kustomization.yaml":
             continue
-        for doc in yaml.safe_load_all(path.read_text()):
+        for doc in yaml.load_all(path.read_text(), Loader=Loader):
             if doc and "spec" in doc:
                 out.append((str(path.relative_to(CATALOG)), doc))
     return tuple(out)

@@ -12,7 +12,6 @@ Fields absent from the input stay None, so `to_dict(from_dict(x)) == x`; default
 
 from __future__ import annotations
 
-import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -89,15 +88,21 @@ class Model:
         return to_dict(self)
 
 
-@functools.cache
+_FIELDS: dict[type, list[tuple[attrs.Attribute[Any], FieldMeta, Any]]] = {}
+
+
 def model_fields(cls: type[Model]) -> list[tuple[attrs.Attribute[Any], FieldMeta, Any]]:
     """(attribute, metadata, resolved type) of every declared field, in declaration order (cached per class)."""
+    cached = _FIELDS.get(cls)
+    if cached is not None:
+        return cached
     hints = typing.get_type_hints(cls)
     out = []
     for attribute in attrs.fields(cls):
         meta = attribute.metadata.get(META_KEY)
         if meta is not None:
             out.append((attribute, meta, hints[attribute.name]))
+    _FIELDS[cls] = out
     return out
 
 

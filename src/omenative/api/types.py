@@ -487,6 +487,7 @@ class InstanceOperation(Model):
                              enum=("Create", "Update", "Restart", "Delete", "Migrate"))
     step: str | None = field("step", "Step within the operation.")
     started_at: str | None = field("startedAt", "When it started.")
+    retry_count: int | None = field("retryCount", "Attempts made before this one.", minimum=0)
     deadline: str | None = field("deadline", "When it fails if not done; absent when no timeout is configured.")
     reason: str | None = field("reason", "Why it started.")
     waiting: str | None = field("waiting", "What holds it (Unschedulable, ...).")
@@ -511,6 +512,9 @@ class InstanceStatus(Model):
     operation: InstanceOperation | None = field("operation", "Work in flight.")
     last_failure: LastFailure | None = field("lastFailure", "Most recent failure; kept after recovery.")
     announced: list[str] | None = field("announced", "One-time warnings already emitted.")
+    restart_baseline: dict[str, int] | None = field(
+        "restartBaseline", "Serving-container restarts each pod had when the Instance became Ready (only pods that "
+        "had any); restarts beyond them trigger the restart policy.")
 
 
 @attrs.define(kw_only=True)

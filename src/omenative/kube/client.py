@@ -214,13 +214,14 @@ class KubeClient:
         }, timeout=timeout)
 
     async def list_all(self, resource: Resource, namespace: str | None = None, *,
-                       label_selector: str | None = None, page_size: int = 500) -> tuple[builtins.list[Obj], str]:
+                       label_selector: str | None = None, field_selector: str | None = None,
+                       page_size: int = 500) -> tuple[builtins.list[Obj], str]:
         """Every object, read in pages; returns them and the list's resourceVersion."""
         items: builtins.list[Obj] = []
         token: str | None = None
         while True:
-            page = await self.list(resource, namespace, label_selector=label_selector, limit=page_size,
-                                   continue_=token)
+            page = await self.list(resource, namespace, label_selector=label_selector,
+                                   field_selector=field_selector, limit=page_size, continue_=token)
             items.extend(page.get("items") or [])
             token = page.get("metadata", {}).get("continue")
             if not token:

@@ -69,6 +69,7 @@ class Reflector:
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         page_size: int = 500,
         min_watch_timeout: int = 300,
         max_watch_timeout: int = 600,
@@ -80,6 +81,7 @@ class Reflector:
         self.resource = store.resource
         self.namespace = namespace
         self.label_selector = label_selector
+        self.field_selector = field_selector
         self.page_size = page_size
         self.min_watch_timeout = min_watch_timeout
         self.max_watch_timeout = max_watch_timeout
@@ -124,7 +126,7 @@ class Reflector:
 
     async def list(self) -> None:
         items, rv = await self.client.list_all(self.resource, self.namespace, label_selector=self.label_selector,
-                                               page_size=self.page_size)
+                                               field_selector=self.field_selector, page_size=self.page_size)
         self.lists += 1
         metrics.informer_relists_total.labels(resource=str(self.resource)).inc()
         self.store.replace(items, rv, self.namespace)
@@ -141,7 +143,7 @@ class Reflector:
                 async for event in self.client.watch(
                     self.resource, self.namespace, resource_version=self.last_resource_version,
                     timeout_seconds=timeout, label_selector=self.label_selector,
-                    inactivity_timeout=self.inactivity_timeout,
+                    field_selector=self.field_selector, inactivity_timeout=self.inactivity_timeout,
                 ):
                     events += 1
                     self._handle(event)
@@ -179,12 +181,13 @@ class Informer:
         *,
         namespaces: list[str] | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         **reflector_options: Any,
     ) -> None:
         self.store = store
         scopes: list[str | None] = list(namespaces) if namespaces and store.resource.namespaced else [None]
-        self.reflectors = [Reflector(client, store, namespace=ns, label_selector=label_selector, **reflector_options)
-                           for ns in scopes]
+        self.reflectors = [Reflector(client, store, namespace=ns, label_selector=label_selector,
+                                     field_selector=field_selector, **reflector_options) for ns in scopes]
         self._tasks: list[asyncio.Task[None]] = []
 
     @property

@@ -1,0 +1,149 @@
+"""The InferenceReplica controller: observe the replica and its pods, plan the Instances' rows, write the status
+once per pass, and keep the revision's ControllerRevision."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from omenative.api import constants as c
+from omenative.api import naming
+from omenative.api.conditions import settle
+from omenative.api.instance_status import decode_rows, encode_rows
+from omenative.api.units import InvalidValue, parse_duration
+from omenative.controllers.context import BY_REPLICA, Context
+from omenative.controllers.inferencereplica import plan as planner
+from omenative.kube.client import ApiError
+from omenative.kube.controller import Result, split_key
+from omenative.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS, INFERENCE_SERVICES, PODS
+from omenative.observe.pods import PodFacts, pod_facts
+from omenative.render import objects
+
+log = structlog.get_logger(__name__)
+Obj = dict[str, Any]
+DEFAULT_SCHEDULERS = ("", "default-scheduler")
+
+
+def desired_replicas(ir: Obj) -> int:
+    replicas = (ir.get("spec") or {}).get("replicas")
+    return int(replicas) if replicas else 1  # nil or 0 runs one Instance
+
+
+def pods_per_instance(runners: list[Obj]) -> int:
+    return sum(int(r.get("size") or 1) for r in runners)
+
+
+def uses_default_scheduler(runners: list[Obj]) -> bool:
+    return any(((r.get("template") or {}).get("spec") or {}).get("schedulerName", "") in DEFAULT_SCHEDULERS
+               for r in runners)
+
+
+def label_selector(isvc: str, component: str) -> str:
+    return objects.label_selector_string(objects.pod_selector(isvc, component))
+
+
+def ready_timeout(lifecycle: Obj, fallback: str | None) -> float | None:
+    text = lifecycle.get("instanceReadyTimeout") or fallback
+    if not text:
+        return None
+    try:
+        return parse_duration(str(text)) or None
+    except InvalidValue:
+        return None
+
+
+class InferenceReplicaController:
+    name = "inferencereplica"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    async def reconcile(self, key: str) -> Result | None:
+        ctx = self.ctx
+        namespace, name = split_key(key)
+        ir = ctx.get(INFERENCE_REPLICAS, namespace, name)
+        if ir is None or ir["metadata"].get("deletionTimestamp"):
+            return None  # its pods go with it (owner references)
+        spec: Obj = ir.get("spec") or {}
+        runners: list[Obj] = spec.get("runners") or []
+        if not runners:
+            return None  # only the bootstrap so far: the InferenceService controller's apply follows
+        isvc = (spec.get("parentRef") or {}).get("name") or name
+        component = spec.get("component") or c.ENGINE
+        revision = objects.revision_hash(runners, spec.get("pairingProtocol"),
+                                         int((ir.get("status") or {}).get("collisionCount") or 0))
+        await self._ensure_revision(ir, isvc, component, revision, runners)
+
+        pods: dict[int, list[PodFacts]] = {}
+        for pod in ctx.by_index(PODS, BY_REPLICA, key):
+            facts = pod_facts(pod)
+            index = (pod["metadata"].get("labels") or {}).get(c.LABEL_INSTANCE_INDEX)
+            if index is not None and index.isdigit():
+                pods.setdefault(int(index), []).append(facts)
+        lifecycle: Obj = spec.get("lifecycle") or {}
+        rolling = ((lifecycle.get("updateStrategy") or {}).get("rollingUpdate")) or {}
+        multi = any(r.get("name") == c.RUNNER_LEADER for r in runners)
+        crd = ctx.podgroup_crd_installed()
+        view = planner.ReplicaView(
+            component=component,
+            replicas=desired_replicas(ir),
+            pods_per_instance=pods_per_instance(runners),
+            update_revision=revision,
+            restart_policy=lifecycle.get("restartPolicy") or (planner.RECREATE if multi else "None"),
+            ready_timeout=ready_timeout(lifecycle, ctx.config.instance_ready_timeout),
+            min_ready_seconds=int(spec.get("minReadySeconds") or 0),
+            max_unavailable=rolling.get("maxUnavailable"),
+            multi_pod=multi,
+            gang=multi and crd,
+            default_scheduler=uses_default_scheduler(runners),
+            podgroup_crd=crd,
+            rows=decode_rows(ir.get("status")),
+            pods=pods,
+            now=ctx.wall_clock(),
+            config=ctx.config,
+        )
+        result = planner.plan(view)
+
+        parent = ctx.get(INFERENCE_SERVICES, namespace, isvc) or ir
+        for event in result.events:
+            ctx.events.event(parent, event.type, event.reason, event.message)
+        old_status: Obj = ir.get("status") or {}
+        status: Obj = {
+            "observedGeneration": ir["metadata"].get("generation"),
+            "replicas": result.counts.replicas,
+            "readyReplicas": result.counts.ready,
+            "servingReplicas": result.counts.serving,
+            "availableReplicas": result.counts.available,
+            "updatedReplicas": result.counts.updated,
+            "updatedReadyReplicas": result.counts.updated_ready,
+            "currentRevision": naming.revision_name(isvc, component, result.current_revision),
+            "updateRevision": naming.revision_name(isvc, component, revision),
+            "labelSelector": label_selector(isvc, component),
+            "conditions": settle([cond.to_dict() for cond in result.conditions], old_status.get("conditions")),
+            **encode_rows(result.rows),
+        }
+        if old_status.get("collisionCount"):
+            status["collisionCount"] = old_status["collisionCount"]
+        await ctx.applier.apply_status(INFERENCE_REPLICAS, name, namespace, status)
+        return Result(requeue_after=result.wake_in + 0.5) if result.wake_in is not None else None
+
+    async def _ensure_revision(self, ir: Obj, isvc: str, component: str, revision: str, runners: list[Obj]) -> None:
+        """A ControllerRevision per version of the runners, so Instances on an older revision can be rendered."""
+        ctx = self.ctx
+        namespace = ir["metadata"]["namespace"]
+        if ctx.get(CONTROLLER_REVISIONS, namespace, naming.revision_name(isvc, component, revision)) is not None:
+            return
+        siblings = [r for r in ctx.caches.store(CONTROLLER_REVISIONS).objects()
+                    if r["metadata"].get("namespace") == namespace and
+                    (r["metadata"].get("labels") or {}).get(c.LABEL_ISVC) == isvc and
+                    (r["metadata"].get("labels") or {}).get(c.LABEL_COMPONENT) == component]
+        number = max((int(r.get("revision") or 0) for r in siblings), default=0) + 1
+        body = objects.controller_revision(isvc=isvc, namespace=namespace, component=component,
+                                           owner=objects.owner_reference(ir), revision=revision, number=number,
+                                           runners=runners)
+        try:
+            await ctx.client.create(CONTROLLER_REVISIONS, body, namespace, field_manager=c.FIELD_MANAGER)
+        except ApiError as exc:
+            if not exc.already_exists:
+                raise

@@ -1,0 +1,175 @@
+"""The InferenceService controller: resolve the runtime and model, write each OMENative component's
+InferenceReplica and surrounding objects, remove those of components no longer declared, and report status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from omenative.api import constants as c
+from omenative.api.selection import Candidate, no_runtime_message, select_runtime
+from omenative.api.types import BaseModelSpec, ServingRuntimeSpec
+from omenative.api.validation import Context as Admission
+from omenative.api.validation import validate_inference_service
+from omenative.controllers.context import BY_ISVC, Context
+from omenative.controllers.inferenceservice import desired
+from omenative.controllers.inferenceservice.status import build_status
+from omenative.kube.client import ApiError
+from omenative.kube.controller import Result, split_key
+from omenative.kube.resources import (
+    BASE_MODELS,
+    CLUSTER_BASE_MODELS,
+    CLUSTER_SERVING_RUNTIMES,
+    HPAS,
+    INFERENCE_REPLICAS,
+    INFERENCE_SERVICES,
+    PDBS,
+    ROLE_BINDINGS,
+    ROLES,
+    SERVICE_ACCOUNTS,
+    SERVICES,
+    SERVING_RUNTIMES,
+    Resource,
+)
+from omenative.observe.pods import format_time
+from omenative.render.templates import ModelInfo
+
+log = structlog.get_logger(__name__)
+Obj = dict[str, Any]
+
+BOOTSTRAP_MANAGER = "omenative-bootstrap"
+KIND_RESOURCES: dict[str, Resource] = {
+    "InferenceReplica": INFERENCE_REPLICAS, "Service": SERVICES, "HorizontalPodAutoscaler": HPAS,
+    "PodDisruptionBudget": PDBS, "ServiceAccount": SERVICE_ACCOUNTS, "Role": ROLES, "RoleBinding": ROLE_BINDINGS,
+}
+# Children an InferenceService may own, by resource, for clean-up of components it no longer declares.
+OWNED = (INFERENCE_REPLICAS, SERVICES, HPAS, PDBS, SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS)
+
+
+class InferenceServiceController:
+    name = "inferenceservice"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    # -- observe
+    def resolve_model(self, isvc: Obj) -> tuple[ModelInfo | None, tuple[str, str] | None]:
+        ref = (isvc.get("spec") or {}).get("model") or {}
+        name = ref.get("name")
+        namespace = isvc["metadata"]["namespace"]
+        if not name:
+            return None, None
+        obj = self.ctx.get(BASE_MODELS, namespace, name)
+        namespaced = obj is not None
+        obj = obj or self.ctx.get(CLUSTER_BASE_MODELS, None, name)
+        if obj is None:
+            return None, ("ModelNotFound", f'model "{name}" not found: no BaseModel in namespace {namespace} and no '
+                                           "ClusterBaseModel of that name")
+        spec = BaseModelSpec.from_dict(obj.get("spec") or {})
+        if spec.disabled:
+            return None, ("ModelDisabled", f'model "{name}" is disabled')
+        return ModelInfo(name=name, namespaced=namespaced, namespace=namespace, spec=spec), None
+
+    def resolve_runtime(self, isvc: Obj, model: ModelInfo | None
+                        ) -> tuple[desired.RuntimeInfo | None, tuple[str, str] | None]:
+        ref = (isvc.get("spec") or {}).get("runtime") or {}
+        namespace = isvc["metadata"]["namespace"]
+        name = ref.get("name")
+        if name:
+            obj = self.ctx.get(SERVING_RUNTIMES, namespace, name)
+            namespaced = obj is not None
+            obj = obj or self.ctx.get(CLUSTER_SERVING_RUNTIMES, None, name)
+            if obj is None:
+                return None, ("RuntimeNotFound", f'runtime "{name}" not found in namespace {namespace} or at '
+                                                 "cluster scope")
+            if (obj.get("spec") or {}).get("disabled"):
+                scope = "namespace" if namespaced else "cluster"
+                return None, ("RuntimeDisabled", f"{scope}-scoped runtime {name} is disabled")
+            return desired.RuntimeInfo(name=name, namespaced=namespaced, spec=dict(obj.get("spec") or {})), None
+        if model is None:
+            return None, None  # no runtime and no model: the InferenceService must carry its own containers
+        candidates = [Candidate(r["metadata"]["name"], True, ServingRuntimeSpec.from_dict(r.get("spec") or {}))
+                      for r in self.ctx.caches.store(SERVING_RUNTIMES).by_index("namespace", namespace)]
+        candidates += [Candidate(r["metadata"]["name"], False, ServingRuntimeSpec.from_dict(r.get("spec") or {}))
+                       for r in self.ctx.caches.store(CLUSTER_SERVING_RUNTIMES).objects()]
+        selection = select_runtime(model.spec, candidates)
+        if selection.runtime is None:
+            return None, ("RuntimeNotFound", no_runtime_message(model.name, model.spec, namespace, selection))
+        chosen = selection.runtime
+        resource = SERVING_RUNTIMES if chosen.namespaced else CLUSTER_SERVING_RUNTIMES
+        obj = self.ctx.get(resource, namespace if chosen.namespaced else None, chosen.name) or {}
+        return desired.RuntimeInfo(name=chosen.name, namespaced=chosen.namespaced,
+                                   spec=dict(obj.get("spec") or {})), None
+
+    # -- reconcile
+    async def reconcile(self, key: str) -> Result | None:
+        ctx = self.ctx
+        namespace, name = split_key(key)
+        isvc = ctx.get(INFERENCE_SERVICES, namespace, name)
+        if isvc is None or isvc["metadata"].get("deletionTimestamp"):
+            return None  # everything it created goes with it (owner references)
+        model, model_problem = self.resolve_model(isvc)
+        runtime, runtime_problem = self.resolve_runtime(isvc, model)
+        problems = [p for p in (runtime_problem, model_problem) if p is not None]
+        plan = desired.build(desired.Inputs(isvc=isvc, runtime=runtime, model=model, config=ctx.config),
+                             claim_unmoded=ctx.config.claim_unmoded)
+        if not plan.components:
+            return None  # no OMENative component: this InferenceService is not ours to touch
+        findings = validate_inference_service(isvc, Admission(runtime_raw=runtime.spec if runtime else None,
+                                                              config=ctx.config))
+        if findings.errors:
+            problems.append(("InvalidSpec", "; ".join(findings.errors)))
+        if not problems:
+            for part in plan.components:
+                await self.apply_component(isvc, part)
+            if plan.entry is not None:
+                await ctx.applier.apply(SERVICES, plan.entry)
+            await self.clean_up(isvc, plan)
+        replicas = {part.name: ctx.get(INFERENCE_REPLICAS, namespace, part.replica["metadata"]["name"])
+                    for part in plan.components}
+        status = build_status(isvc, plan, replicas, problems, format_time(ctx.wall_clock()))
+        await ctx.applier.apply_status(INFERENCE_SERVICES, name, namespace, status)
+        return None
+
+    async def apply_component(self, isvc: Obj, part: desired.ComponentPlan) -> None:
+        ctx = self.ctx
+        meta = part.replica["metadata"]
+        if ctx.get(INFERENCE_REPLICAS, meta["namespace"], meta["name"]) is None:
+            # Created with the initial Instance count by a one-time write of its own, so that omenative's apply,
+            # which never sends spec.replicas while an autoscaler owns it, never fights the autoscaler.
+            try:
+                await ctx.client.create(INFERENCE_REPLICAS, part.bootstrap, meta["namespace"],
+                                        field_manager=BOOTSTRAP_MANAGER)
+            except ApiError as exc:
+                if not exc.already_exists:
+                    raise
+        await ctx.applier.apply(INFERENCE_REPLICAS, part.replica)
+        for child in part.children:
+            await ctx.applier.apply(KIND_RESOURCES[child["kind"]], child)
+
+    async def clean_up(self, isvc: Obj, plan: desired.Plan) -> None:
+        """Deletes what this InferenceService created for a component it no longer declares, or an autoscaler its
+        component no longer uses. Only objects it owns are touched."""
+        ctx = self.ctx
+        uid = isvc["metadata"]["uid"]
+        key = f"{isvc['metadata']['namespace']}/{isvc['metadata']['name']}"
+        declared = {comp for comp in c.COMPONENTS if (isvc.get("spec") or {}).get(comp) is not None}
+        wanted = {(child["kind"], child["metadata"]["name"]) for part in plan.components
+                  for child in [part.replica, *part.children]}
+        if plan.entry is not None:
+            wanted.add(("Service", plan.entry["metadata"]["name"]))
+        for resource in OWNED:
+            for obj in ctx.by_index(resource, BY_ISVC, key):
+                meta = obj["metadata"]
+                owners = meta.get("ownerReferences") or []
+                if not any(ref.get("uid") == uid and ref.get("controller") for ref in owners):
+                    continue
+                component = (meta.get("labels") or {}).get(c.LABEL_COMPONENT)
+                if (resource.kind, meta["name"]) in wanted:
+                    continue
+                stale_component = component in c.COMPONENTS and component not in declared
+                stale_autoscaler = resource is HPAS and component in declared
+                if stale_component or stale_autoscaler:
+                    log.info("deleting what a removed component left", kind=resource.kind, name=meta["name"])
+                    await ctx.applier.delete(resource, obj, propagation_policy="Background")

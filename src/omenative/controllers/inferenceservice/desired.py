@@ -1,0 +1,132 @@
+"""What an InferenceService should have, from what the caches hold. Pure.
+
+For each declared component whose mode resolves to OMENative: its InferenceReplica (runners built from the merged
+runtime + InferenceService component), Services, HorizontalPodAutoscaler, PodDisruptionBudget, and for the router
+the ServiceAccount, Role and RoleBinding its service discovery needs; then the entry Service `{isvc}`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from omenative.api import constants as c
+from omenative.api.config import ControllerConfig
+from omenative.api.defaults import default_component, is_multi_pod
+from omenative.api.merge import merge_component
+from omenative.api.modes import ModeResolution, resolve_mode
+from omenative.render import objects
+from omenative.render.templates import ModelInfo, TemplateContext, runners, serving_ports
+
+Obj = dict[str, Any]
+
+
+@attrs.frozen(kw_only=True)
+class RuntimeInfo:
+    name: str
+    namespaced: bool
+    spec: Obj  # the runtime's spec, as written
+
+
+@attrs.frozen(kw_only=True)
+class Inputs:
+    isvc: Obj
+    runtime: RuntimeInfo | None
+    model: ModelInfo | None
+    config: ControllerConfig
+
+
+@attrs.frozen(kw_only=True)
+class ComponentPlan:
+    name: str
+    mode: ModeResolution
+    component: Obj  # merged and defaulted
+    multi_pod: bool
+    runners: list[Obj]
+    ports: list[Obj]
+    min_replicas: int
+    max_replicas: int
+    autoscaler_class: str
+    replica: Obj
+    bootstrap: Obj
+    hpa: Obj | None
+    services: list[Obj]
+    pdb: Obj
+    rbac: list[Obj]
+
+    @property
+    def children(self) -> list[Obj]:
+        return [*self.services, *([self.hpa] if self.hpa else []), self.pdb, *self.rbac]
+
+
+@attrs.frozen(kw_only=True)
+class Plan:
+    components: list[ComponentPlan]
+    entry: Obj | None
+    skipped: dict[str, ModeResolution]  # declared components that are not OMENative
+
+
+def _topology(component: Obj) -> Obj:
+    return {"topologyKey": component.get("topologyKey"), "topologySpread": component.get("topologySpread"),
+            "topologySpreadKey": component.get("topologySpreadKey")}
+
+
+def build(inputs: Inputs, *, claim_unmoded: bool = False) -> Plan:
+    isvc = inputs.isvc
+    meta = isvc["metadata"]
+    name, namespace = meta["name"], meta["namespace"]
+    spec: Obj = isvc.get("spec") or {}
+    runtime_spec: Obj = inputs.runtime.spec if inputs.runtime else {}
+    owner = objects.owner_reference(isvc)
+    plans: list[ComponentPlan] = []
+    skipped: dict[str, ModeResolution] = {}
+    for comp in c.COMPONENTS:
+        own = spec.get(comp)
+        if own is None:
+            continue
+        mode = resolve_mode(spec, runtime_spec, comp)
+        if not (mode.omenative or (claim_unmoded and mode.source == "Default")):
+            skipped[comp] = mode
+            continue
+        merged = merge_component(runtime_spec.get(f"{comp}Config"), own) or {}
+        component = default_component(merged, comp, inputs.config)
+        multi = is_multi_pod(component)
+        ctx = TemplateContext(isvc=name, namespace=namespace, component=comp,
+                              isvc_labels=dict(meta.get("labels") or {}),
+                              runtime_name=inputs.runtime.name if inputs.runtime else None,
+                              runtime_scheduler=runtime_spec.get("schedulerName"),
+                              model=inputs.model if comp != c.ROUTER else None)
+        runner_list = runners(ctx, component)
+        ports = serving_ports(runner_list)
+        low, high = component["minReplicas"], component["maxReplicas"]
+        autoscaler = component["autoscaler"]
+        klass = autoscaler.get("class", "HPA")
+        lifecycle = component["lifecycle"]
+        replica = objects.inference_replica(
+            isvc=name, namespace=namespace, component=comp, owner=owner, runners=runner_list, lifecycle=lifecycle,
+            autoscaler=autoscaler, min_ready_seconds=int(lifecycle.get("minReadySeconds") or 0),
+            topology=_topology(component) if comp != c.ROUTER else {},
+            replicas=low if klass == "None" else None)
+        hpa = objects.horizontal_pod_autoscaler(
+            isvc=name, namespace=namespace, component=comp, owner=owner, min_replicas=low, max_replicas=high,
+            hpa=autoscaler.get("hpa")) if klass == "HPA" else None
+        plans.append(ComponentPlan(
+            name=comp, mode=mode, component=component, multi_pod=multi, runners=runner_list, ports=ports,
+            min_replicas=low, max_replicas=high, autoscaler_class=klass, replica=replica,
+            bootstrap=objects.inference_replica_bootstrap(isvc=name, namespace=namespace, component=comp,
+                                                          owner=owner, replicas=low),
+            hpa=hpa,
+            services=objects.services(isvc=name, namespace=namespace, component=comp, owner=owner, ports=ports,
+                                      multi_pod=multi, app_protocols=component.get("servicePortAppProtocols")),
+            pdb=objects.pod_disruption_budget(isvc=name, namespace=namespace, component=comp, owner=owner,
+                                              min_available=component.get("minAvailable"),
+                                              max_unavailable=component.get("maxUnavailable"),
+                                              default_max_unavailable=inputs.config.pdb_max_unavailable),
+            rbac=objects.router_rbac(isvc=name, namespace=namespace, owner=owner) if comp == c.ROUTER else [],
+        ))
+    by_name = {p.name: p for p in plans}
+    target = by_name.get(c.ROUTER) or by_name.get(c.ENGINE)
+    entry = objects.entry_service(isvc=name, namespace=namespace, owner=owner, target=target.name,
+                                  ports=target.ports, multi_pod=target.multi_pod) if target else None
+    return Plan(components=plans, entry=entry, skipped=skipped)

@@ -1,0 +1,142 @@
+"""The Instance controller: make one Instance's PodGroup and pods match its row, and hold its gang's serving gate.
+
+Key: `{namespace}/{replica}/{index}`. Writes only pods, pod status (the `ome.io/serving` condition) and PodGroups;
+the InferenceReplica's status belongs to the InferenceReplica controller. Expectations keep a lagging cache from
+causing a second create or delete of the same pod.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from omenative.api import constants as c
+from omenative.api import naming
+from omenative.api.defaults import gang_schedule_timeout
+from omenative.api.instance_status import decode_rows
+from omenative.controllers.context import BY_INSTANCE, Context
+from omenative.controllers.inferencereplica.controller import ready_timeout
+from omenative.controllers.instance import plan as planner
+from omenative.kube.client import ApiError
+from omenative.kube.controller import Result
+from omenative.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS, PODS
+from omenative.observe.pods import format_time
+from omenative.render import objects
+from omenative.render.pods import InstanceRef
+
+log = structlog.get_logger(__name__)
+Obj = dict[str, Any]
+
+
+def split_instance_key(key: str) -> tuple[str, str, int]:
+    namespace, replica, index = key.split("/")
+    return namespace, replica, int(index)
+
+
+class InstanceController:
+    name = "instance"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def runners_for(self, ir: Obj, isvc: str, component: str, revision: str | None) -> list[Obj] | None:
+        spec = ir.get("spec") or {}
+        runners: list[Obj] = spec.get("runners") or []
+        current = objects.revision_hash(runners, spec.get("pairingProtocol"),
+                                        int((ir.get("status") or {}).get("collisionCount") or 0))
+        if not revision or revision == current:
+            return runners or None
+        stored = self.ctx.get(CONTROLLER_REVISIONS, ir["metadata"]["namespace"],
+                              naming.revision_name(isvc, component, revision))
+        return ((stored or {}).get("data") or {}).get("runners")
+
+    async def reconcile(self, key: str) -> Result | None:
+        ctx = self.ctx
+        namespace, replica, index = split_instance_key(key)
+        ir = ctx.get(INFERENCE_REPLICAS, namespace, replica)
+        if ir is None or ir["metadata"].get("deletionTimestamp"):
+            ctx.expectations.forget(key)
+            return None
+        row = next((r for r in decode_rows(ir.get("status")) if r.index == index), None)
+        if row is None:
+            return None  # pods without a row are adopted by the InferenceReplica controller, never deleted here
+        if not ctx.expectations.satisfied(key):
+            return None  # our last creates or deletes have not shown up yet; their events bring us back
+        spec: Obj = ir.get("spec") or {}
+        isvc = (spec.get("parentRef") or {}).get("name") or replica
+        component = spec.get("component") or c.ENGINE
+        runners = self.runners_for(ir, isvc, component, row.target_revision)
+        multi = runners is not None and any(r.get("name") == c.RUNNER_LEADER for r in runners)
+        gang = multi and ctx.podgroup_crd_installed()
+        podgroup_name = naming.podgroup_name(isvc, component, index) if gang else None
+        owner = objects.owner_reference(ir)
+        ref = InstanceRef(isvc=isvc, namespace=namespace, component=component, index=index,
+                          incarnation=row.incarnation or 1, revision=row.target_revision or "",
+                          replicas=int(spec.get("replicas") or 1), podgroup=podgroup_name, owner=owner)
+        intent = None
+        if gang and runners is not None and ctx.podgroups_cached():
+            timeout = ready_timeout(spec.get("lifecycle") or {}, ctx.config.instance_ready_timeout)
+            intent = objects.pod_group(
+                isvc=isvc, namespace=namespace, component=component, index=index, owner=owner,
+                min_member=sum(int(r.get("size") or 1) for r in runners),
+                schedule_timeout=gang_schedule_timeout(timeout, ctx.config), topology_key=spec.get("topologyKey"))
+        if gang and not ctx.podgroups_cached():
+            return Result(requeue_after=1.0)  # the PodGroup cache is starting: pods wait for their PodGroup
+        view = planner.InstanceView(
+            ref=ref, phase=row.phase or "", runners=runners,
+            pods=ctx.by_index(PODS, BY_INSTANCE, key),
+            podgroup=ctx.get(PODGROUPS, namespace, podgroup_name) if podgroup_name else None,
+            podgroup_intent=intent, owner_uid=ir["metadata"]["uid"])
+        actions = planner.plan(view)
+        await self.execute(key, ir, actions)
+        return None
+
+    async def execute(self, key: str, ir: Obj, actions: planner.InstanceActions) -> None:
+        ctx = self.ctx
+        namespace = ir["metadata"]["namespace"]
+        parent = ctx.get(INFERENCE_SERVICES, namespace, (ir.get("spec") or {}).get("parentRef", {}).get("name", "")) \
+            or ir
+        for event in actions.events:
+            ctx.events.event(parent, event.type, event.reason, event.message)
+        if actions.delete_podgroup is not None:
+            await ctx.applier.delete(PODGROUPS, actions.delete_podgroup)
+        if actions.apply_podgroup is not None:
+            await ctx.applier.apply(PODGROUPS, actions.apply_podgroup)
+        for pod, value, reason in actions.gates:
+            await self.set_gate(pod, value, reason)
+        if actions.delete_pods:
+            ctx.expectations.expect_deletions(key, [p["metadata"]["uid"] for p in actions.delete_pods])
+            for pod in actions.delete_pods:
+                try:
+                    if not await ctx.applier.delete(PODS, pod):
+                        ctx.expectations.deletion_observed(key, pod["metadata"]["uid"])
+                except ApiError:
+                    ctx.expectations.deletion_observed(key, pod["metadata"]["uid"])
+                    raise
+        if actions.create_pods:
+            ctx.expectations.expect_creations(key, [p["metadata"]["name"] for p in actions.create_pods])
+            for pod in actions.create_pods:
+                name = pod["metadata"]["name"]
+                try:
+                    await ctx.client.create(PODS, pod, namespace, field_manager=c.FIELD_MANAGER)
+                    ctx.applier.writes += 1
+                except ApiError as exc:
+                    ctx.expectations.creation_observed(key, name)
+                    if not exc.already_exists:
+                        raise
+
+    async def set_gate(self, pod: Obj, value: bool, reason: str) -> None:
+        meta = pod["metadata"]
+        status = "True" if value else "False"
+        message = "in rotation: every pod of the Instance is ready" if value else "out of rotation: draining"
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+                "status": {"conditions": [{"type": c.SERVING_GATE, "status": status, "reason": reason,
+                                           "message": message,
+                                           "lastTransitionTime": format_time(self.ctx.wall_clock())}]}}
+        self.ctx.applier.writes += 1
+        try:
+            await self.ctx.client.apply(PODS, body, field_manager=c.FIELD_MANAGER, subresource="status")
+        except ApiError as exc:
+            if not exc.not_found:
+                raise

@@ -1,0 +1,126 @@
+"""The Instance planner: what to do so an Instance's pods and PodGroup match its row. Pure.
+
+- The PodGroup (multi-pod Instances, when the CRD is installed) is applied before any pod; a Failed PodGroup (a
+  pod of a running gang failed) is replaced; one owned by something else blocks the Instance.
+- Pods of the row's incarnation are created when missing (once any older pod of the same name is gone); an ended
+  pod is deleted and made again while the Instance is being created or restarted.
+- Pods of other incarnations, and every pod of a Deleting Instance, are drained first: the `ome.io/serving` gate is
+  set False (the pod leaves the Services), and the pod is deleted once it is out of rotation.
+- When every pod of the Instance is there with its containers ready, the gate is set True on all of them, so the
+  gang enters rotation together.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from omenative.api import constants as c
+from omenative.controllers.inferencereplica.plan import CREATING, DELETING, READY, RESTARTING, Event
+from omenative.observe.pods import PodFacts, pod_facts
+from omenative.render.pods import InstanceRef, render_pod, slots
+
+Obj = dict[str, Any]
+
+
+@attrs.frozen(kw_only=True)
+class InstanceView:
+    ref: InstanceRef
+    phase: str
+    runners: list[Obj] | None  # the target revision's runners; None when not known yet
+    pods: list[Obj]  # every pod with this Instance's index
+    podgroup: Obj | None  # the PodGroup in the cache
+    podgroup_intent: Obj | None  # the PodGroup to apply (None: no gang scheduling)
+    owner_uid: str  # the InferenceReplica's UID, to tell our PodGroup from another's
+
+
+@attrs.frozen(kw_only=True)
+class InstanceActions:
+    apply_podgroup: Obj | None = None
+    delete_podgroup: Obj | None = None
+    create_pods: tuple[Obj, ...] = ()
+    delete_pods: tuple[Obj, ...] = ()
+    gates: tuple[tuple[Obj, bool, str], ...] = ()  # (pod, value, reason)
+    events: tuple[Event, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.apply_podgroup or self.delete_podgroup or self.create_pods or self.delete_pods
+                    or self.gates or self.events)
+
+
+def _owned_by(obj: Obj, uid: str) -> bool:
+    return any(ref.get("uid") == uid for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def plan(view: InstanceView) -> InstanceActions:
+    ref = view.ref
+    facts = [(pod, pod_facts(pod)) for pod in view.pods]
+    current = [(pod, f) for pod, f in facts if f.incarnation == ref.incarnation and not f.terminating]
+    drain = [(pod, f) for pod, f in facts if not f.terminating and
+             (f.incarnation != ref.incarnation or view.phase == DELETING)]
+    gates: list[tuple[Obj, bool, str]] = []
+    deletes: list[Obj] = []
+    creates: list[Obj] = []
+    events: list[Event] = []
+    prefix = f"OMENative component={ref.component} instance={ref.index}"
+
+    # Drain, then delete, what must go.
+    for pod, f in drain:
+        if f.serving_gate:
+            gates.append((pod, False, "Draining"))
+        else:
+            deletes.append(pod)
+
+    if view.phase == DELETING:
+        podgroup_gone = view.podgroup if view.podgroup is not None and not facts and \
+            _owned_by(view.podgroup, view.owner_uid) else None
+        return InstanceActions(delete_podgroup=podgroup_gone, delete_pods=tuple(deletes), gates=tuple(gates))
+
+    apply_podgroup = delete_podgroup = None
+    podgroup_ready = True
+    if view.podgroup_intent is not None and view.phase in (CREATING, RESTARTING, READY):
+        if view.podgroup is None:
+            apply_podgroup = view.podgroup_intent
+            podgroup_ready = False
+        elif not _owned_by(view.podgroup, view.owner_uid):
+            podgroup_ready = False
+            events.append(Event(type="Warning", reason="InstanceFailed", message=(
+                f"{prefix} blocked: PodGroupOwnershipConflict: PodGroup {view.podgroup['metadata']['name']} "
+                "belongs to another owner")))
+        elif (view.podgroup.get("status") or {}).get("phase") == "Failed" and view.phase != READY:
+            delete_podgroup = view.podgroup
+            podgroup_ready = False
+            events.append(Event(type="Warning", reason="PodGroupReset", message=(
+                f"{prefix} PodGroup {view.podgroup['metadata']['name']} was Failed; replaced it")))
+        elif view.podgroup.get("metadata", {}).get("deletionTimestamp"):
+            podgroup_ready = False  # an earlier attempt's PodGroup is still going away
+        else:
+            apply_podgroup = view.podgroup_intent  # keep it current (a no-op when it already is)
+
+    if view.phase in (CREATING, RESTARTING) and view.runners is not None:
+        by_name = {f.name: (pod, f) for pod, f in facts}
+        default_ordinal = next((f.ordinal for _, f in current if f.runner == c.RUNNER_DEFAULT), 0)
+        for slot in slots(view.runners, default_ordinal=default_ordinal):
+            name = slot.name(ref)
+            existing = by_name.get(name)
+            if existing is not None:
+                pod, f = existing
+                if f.incarnation == ref.incarnation and f.terminal and not f.terminating:
+                    deletes.append(pod)
+                    events.append(Event(type="Warning", reason="TerminalPodRecycled", message=(
+                        f"{prefix} pod {name} ended in phase {f.phase} ({f.reason or 'no reason'}); recreating it")))
+                continue  # present, or an older pod of that name still has to go
+            if podgroup_ready:
+                creates.append(render_pod(ref, slot, view.runners))
+
+    # The gang enters rotation together, once every pod's containers are ready.
+    if view.phase in (CREATING, RESTARTING, READY) and view.runners is not None:
+        wanted = len(slots(view.runners))
+        live: list[tuple[Obj, PodFacts]] = [(p, f) for p, f in current if not f.terminal]
+        if len(live) >= wanted and all(f.containers_ready for _, f in live):
+            gates += [(pod, True, "InstanceReady") for pod, f in live if not f.serving_gate]
+
+    return InstanceActions(apply_podgroup=apply_podgroup, delete_podgroup=delete_podgroup, create_pods=tuple(creates),
+                           delete_pods=tuple(deletes), gates=tuple(gates), events=tuple(events))

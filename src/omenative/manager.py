@@ -1,0 +1,348 @@
+"""The manager: caches, queues, the three controllers, leader election, endpoints and shutdown, wired together.
+
+Caches start at once (a standby replica stays warm); controllers start only while this process holds the leader
+lease. Event handlers only enqueue keys: InferenceService events feed the InferenceService queue; an
+InferenceReplica's events feed its own queue, its parent's, and the queues of the Instances whose rows changed;
+pod events feed the pod's InferenceReplica and Instance; PodGroup events feed their Instance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import uuid
+from typing import Any
+
+import attrs
+import structlog
+
+from omenative.api import constants as c
+from omenative.api.config import ControllerConfig
+from omenative.api.instance_status import decode_rows
+from omenative.controllers.context import (
+    BY_INSTANCE,
+    BY_ISVC,
+    BY_MODEL,
+    BY_REPLICA,
+    BY_RUNTIME,
+    Context,
+    instance_key_of_pod,
+    replica_key_of_pod,
+)
+from omenative.controllers.inferencereplica.controller import InferenceReplicaController
+from omenative.controllers.inferenceservice.controller import InferenceServiceController
+from omenative.controllers.instance.controller import InstanceController
+from omenative.kube import resources as r
+from omenative.kube.apply import Applier
+from omenative.kube.cache import FuncHandler, IndexFunc, object_key
+from omenative.kube.client import KubeClient
+from omenative.kube.controller import Controller
+from omenative.kube.events import EventRecorder
+from omenative.kube.expectations import Expectations
+from omenative.kube.informers import Caches
+from omenative.kube.lease import LeaderElector
+from omenative.kube.queue import WorkQueue
+from omenative.kube.serve import Endpoints
+
+log = structlog.get_logger(__name__)
+Obj = dict[str, Any]
+
+
+@attrs.frozen(kw_only=True)
+class Options:
+    kubeconfig: str | None = None
+    namespaces: tuple[str, ...] = ()
+    leader_elect: bool = False
+    leader_election_id: str = "omenative-leader"
+    leader_election_namespace: str = "default"
+    metrics_bind_address: str = ":8080"
+    health_probe_bind_address: str = ":8081"
+    workers: int = 2
+    qps: float | None = None
+    burst: int | None = None
+    shutdown_grace_period: float = 30.0
+    config: ControllerConfig = attrs.field(factory=ControllerConfig)
+    webhook: Any = None  # omenative.webhook.server.WebhookOptions, when the webhook is served
+
+
+def _isvc_label_index(obj: Obj) -> list[str]:
+    meta = obj.get("metadata") or {}
+    isvc = (meta.get("labels") or {}).get(c.LABEL_ISVC)
+    return [f"{meta.get('namespace')}/{isvc}"] if isvc else []
+
+
+def _pod_index(func: Any) -> IndexFunc:
+    def index(obj: Obj) -> list[str]:
+        key = func(obj)
+        return [key] if key else []
+
+    return index
+
+
+def _runtime_index(obj: Obj) -> list[str]:
+    return [((obj.get("spec") or {}).get("runtime") or {}).get("name") or ""]
+
+
+def _model_index(obj: Obj) -> list[str]:
+    name = ((obj.get("spec") or {}).get("model") or {}).get("name")
+    return [name] if name else []
+
+
+class _ReplicaEvents:
+    """InferenceReplica events: its own key, its parent's, and the Instances whose rows changed."""
+
+    def __init__(self, manager: Manager) -> None:
+        self.m = manager
+
+    def _common(self, obj: Obj) -> None:
+        meta = obj["metadata"]
+        self.m.q_ir.add(object_key(obj))
+        parent = ((obj.get("spec") or {}).get("parentRef") or {}).get("name")
+        if parent:
+            self.m.q_isvc.add(f"{meta['namespace']}/{parent}")
+
+    def _instances(self, obj: Obj, indexes: set[int]) -> None:
+        key = object_key(obj)
+        for index in indexes:
+            self.m.q_instance.add(f"{key}/{index}")
+
+    def on_add(self, obj: Obj, initial: bool) -> None:
+        self._common(obj)
+        self._instances(obj, {row.index for row in decode_rows(obj.get("status")) if row.index is not None})
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        self._common(new)
+        old_rows = {row.index: row.to_dict() for row in decode_rows(old.get("status"))}
+        new_rows = {row.index: row.to_dict() for row in decode_rows(new.get("status"))}
+        if old.get("metadata", {}).get("generation") != new.get("metadata", {}).get("generation"):
+            changed = set(old_rows) | set(new_rows)
+        else:
+            changed = {i for i in set(old_rows) | set(new_rows) if old_rows.get(i) != new_rows.get(i)}
+        self._instances(new, {i for i in changed if i is not None})
+
+    def on_delete(self, obj: Obj) -> None:
+        self._common(obj)
+
+
+class _PodEvents:
+    def __init__(self, manager: Manager) -> None:
+        self.m = manager
+
+    def _enqueue(self, pod: Obj) -> None:
+        replica, instance = replica_key_of_pod(pod), instance_key_of_pod(pod)
+        if replica:
+            self.m.q_ir.add(replica)
+        if instance:
+            self.m.q_instance.add(instance)
+
+    def on_add(self, obj: Obj, initial: bool) -> None:
+        instance = instance_key_of_pod(obj)
+        if instance:
+            self.m.expectations.creation_observed(instance, obj["metadata"]["name"])
+        self._enqueue(obj)
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        instance = instance_key_of_pod(new)
+        if instance and new["metadata"].get("deletionTimestamp"):
+            self.m.expectations.deletion_observed(instance, new["metadata"].get("uid", ""))
+        if old["metadata"].get("uid") != new["metadata"].get("uid") and instance:
+            self.m.expectations.deletion_observed(instance, old["metadata"].get("uid", ""))
+            self.m.expectations.creation_observed(instance, new["metadata"]["name"])
+        self._enqueue(new)
+
+    def on_delete(self, obj: Obj) -> None:
+        instance = instance_key_of_pod(obj)
+        if instance:
+            self.m.expectations.deletion_observed(instance, obj["metadata"].get("uid", ""))
+        self._enqueue(obj)
+
+
+class Manager:
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+        self.q_isvc: WorkQueue[str] = WorkQueue("inferenceservice")
+        self.q_ir: WorkQueue[str] = WorkQueue("inferencereplica")
+        self.q_instance: WorkQueue[str] = WorkQueue("instance")
+        self.expectations = Expectations()
+        self.stopping = asyncio.Event()
+        self.controllers: list[Controller] = []
+        self.elector: LeaderElector | None = None
+        self.exit_code = 0
+
+    # -- wiring
+    def _register_caches(self, caches: Caches) -> None:
+        managed = f"{c.LABEL_MANAGED_BY}={c.MANAGED_BY_OMENATIVE}"
+        caches.add(r.INFERENCE_SERVICES, indexers={BY_RUNTIME: _runtime_index, BY_MODEL: _model_index})
+        caches.add(r.INFERENCE_REPLICAS, indexers={BY_ISVC: _isvc_label_index})
+        caches.add(r.PODS, label_selector=managed,
+                   indexers={BY_REPLICA: _pod_index(replica_key_of_pod), BY_INSTANCE: _pod_index(instance_key_of_pod)})
+        for resource in (r.SERVICES, r.HPAS, r.PDBS, r.SERVICE_ACCOUNTS, r.ROLES, r.ROLE_BINDINGS,
+                         r.CONTROLLER_REVISIONS):
+            caches.add(resource, label_selector=c.LABEL_ISVC, indexers={BY_ISVC: _isvc_label_index})
+        for resource in (r.SERVING_RUNTIMES, r.CLUSTER_SERVING_RUNTIMES, r.BASE_MODELS, r.CLUSTER_BASE_MODELS):
+            caches.add(resource)
+        caches.add(r.CRDS, field_selector=f"metadata.name={c.PODGROUP_CRD}")
+        caches.add(r.PODGROUPS, label_selector=managed, start=False)
+
+    def _register_handlers(self, caches: Caches) -> None:
+        caches.add_handler(r.INFERENCE_SERVICES, FuncHandler(lambda o: self.q_isvc.add(object_key(o))))
+        caches.add_handler(r.INFERENCE_REPLICAS, _ReplicaEvents(self))
+        caches.add_handler(r.PODS, _PodEvents(self))
+
+        def by_isvc_label(obj: Obj) -> None:
+            for key in _isvc_label_index(obj):
+                self.q_isvc.add(key)
+
+        for resource in (r.SERVICES, r.HPAS, r.PDBS, r.SERVICE_ACCOUNTS, r.ROLES, r.ROLE_BINDINGS):
+            caches.add_handler(resource, FuncHandler(by_isvc_label))
+
+        def revision_changed(obj: Obj) -> None:
+            labels = obj["metadata"].get("labels") or {}
+            if labels.get(c.LABEL_ISVC) and labels.get(c.LABEL_COMPONENT):
+                self.q_ir.add(f"{obj['metadata']['namespace']}/{labels[c.LABEL_ISVC]}-{labels[c.LABEL_COMPONENT]}")
+
+        caches.add_handler(r.CONTROLLER_REVISIONS, FuncHandler(revision_changed))
+
+        def podgroup_changed(obj: Obj) -> None:
+            labels = obj["metadata"].get("labels") or {}
+            isvc, comp, index = labels.get(c.LABEL_ISVC), labels.get(c.LABEL_COMPONENT), \
+                labels.get(c.LABEL_INSTANCE_INDEX)
+            if isvc and comp and index is not None:
+                self.q_instance.add(f"{obj['metadata']['namespace']}/{isvc}-{comp}/{index}")
+
+        caches.add_handler(r.PODGROUPS, FuncHandler(podgroup_changed))
+
+        def runtime_changed(obj: Obj) -> None:
+            isvcs = caches.store(r.INFERENCE_SERVICES)
+            for isvc in isvcs.by_index(BY_RUNTIME, obj["metadata"]["name"]) + isvcs.by_index(BY_RUNTIME, ""):
+                self.q_isvc.add(object_key(isvc))
+
+        def model_changed(obj: Obj) -> None:
+            for isvc in caches.store(r.INFERENCE_SERVICES).by_index(BY_MODEL, obj["metadata"]["name"]):
+                self.q_isvc.add(object_key(isvc))
+
+        for resource in (r.SERVING_RUNTIMES, r.CLUSTER_SERVING_RUNTIMES):
+            caches.add_handler(resource, FuncHandler(runtime_changed))
+        for resource in (r.BASE_MODELS, r.CLUSTER_BASE_MODELS):
+            caches.add_handler(resource, FuncHandler(model_changed))
+        caches.add_handler(r.CRDS, FuncHandler(lambda _: self._crd_changed.set()))
+
+    async def _follow_podgroup_crd(self, ctx: Context) -> None:
+        """Starts the PodGroup cache when the CRD appears (and stops it when it goes), then has every replica and
+        Instance look again: gang scheduling is noticed without a restart."""
+        while True:
+            await self._crd_changed.wait()
+            self._crd_changed.clear()
+            installed = ctx.podgroup_crd_installed()
+            if installed and ctx.caches.start_informer(r.PODGROUPS):
+                log.info("PodGroup CRD found: creating PodGroups for multi-pod Instances")
+                await ctx.caches.wait_synced()
+            elif not installed and ctx.caches.has(r.PODGROUPS):
+                log.warning("PodGroup CRD removed: gang scheduling unavailable")
+                await ctx.caches.stop_informer(r.PODGROUPS)
+            for replica in ctx.caches.store(r.INFERENCE_REPLICAS).objects():
+                key = object_key(replica)
+                self.q_ir.add(key)
+                for row in decode_rows(replica.get("status")):
+                    self.q_instance.add(f"{key}/{row.index}")
+
+    # -- running
+    async def run(self) -> int:
+        opts = self.options
+        client = await KubeClient.connect(opts.kubeconfig, qps=opts.qps, burst=opts.burst)
+        caches = Caches(client, namespaces=list(opts.namespaces) or None)
+        self._crd_changed = asyncio.Event()
+        self._register_caches(caches)
+        self._register_handlers(caches)
+        recorder = EventRecorder(client)
+        applier = Applier(client, lambda res, ns, name: caches.get(res, ns, name))
+        ctx = Context(client=client, caches=caches, applier=applier, events=recorder,
+                      expectations=self.expectations, config=opts.config,
+                      queues={"inferenceservice": self.q_isvc, "inferencereplica": self.q_ir,
+                              "instance": self.q_instance})
+        self.ctx = ctx
+        synced = asyncio.Event()
+        endpoints = Endpoints(opts.metrics_bind_address, opts.health_probe_bind_address,
+                              ready_checks={"informers": synced.is_set})
+        webhook_server = None
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stopping.set)
+        tasks: list[asyncio.Task[Any]] = []
+        try:
+            await endpoints.start()
+            if endpoints.bound:
+                log.info("endpoints serving", **{k: f"{h}:{p}" for k, (h, p) in endpoints.bound.items()})
+            caches.start()
+            recorder.start()
+            await caches.wait_synced()
+            if ctx.podgroup_crd_installed():
+                caches.start_informer(r.PODGROUPS)
+                await caches.wait_synced()
+            synced.set()
+            tasks.append(asyncio.create_task(self._follow_podgroup_crd(ctx), name="podgroup crd"))
+            if opts.webhook is not None:
+                from omenative.webhook.server import WebhookServer
+
+                webhook_server = WebhookServer(opts.webhook, ctx)
+                await webhook_server.start()
+            log.info("caches synced", identity=self.identity)
+            if opts.leader_elect:
+                self.elector = LeaderElector(client, name=opts.leader_election_id,
+                                             namespace=opts.leader_election_namespace, identity=self.identity)
+                election = asyncio.create_task(self.elector.run(self._start_controllers), name="leader election")
+                tasks.append(election)
+                lost = asyncio.create_task(self.elector.lost.wait())
+                stop = asyncio.create_task(self.stopping.wait())
+                await asyncio.wait([lost, stop], return_when=asyncio.FIRST_COMPLETED)
+                if self.elector.lost.is_set() and not self.stopping.is_set():
+                    log.error("lost the leader lease; exiting so a successor takes over")
+                    self.exit_code = 1
+                for waiter in (lost, stop):
+                    waiter.cancel()
+            else:
+                await self._start_controllers()
+                await self.stopping.wait()
+        finally:
+            await self._shutdown(caches, recorder, endpoints, client, tasks, webhook_server)
+        return self.exit_code
+
+    async def _start_controllers(self) -> None:
+        ctx = self.ctx
+        isvc, ir, inst = InferenceServiceController(ctx), InferenceReplicaController(ctx), InstanceController(ctx)
+        self.controllers = [
+            Controller(isvc.name, self.q_isvc, isvc.reconcile, workers=self.options.workers),
+            Controller(ir.name, self.q_ir, ir.reconcile, workers=self.options.workers),
+            Controller(inst.name, self.q_instance, inst.reconcile, workers=self.options.workers),
+        ]
+        for controller in self.controllers:
+            controller.start()
+        log.info("controllers started", workers=self.options.workers)
+
+    async def _shutdown(self, caches: Caches, recorder: EventRecorder, endpoints: Endpoints, client: KubeClient,
+                        tasks: list[asyncio.Task[Any]], webhook_server: Any) -> None:
+        grace = self.options.shutdown_grace_period
+        try:
+            async with asyncio.timeout(grace):
+                await asyncio.gather(*(ctl.stop() for ctl in self.controllers))
+                if self.elector is not None and self.exit_code == 0:
+                    await self.elector.release()  # only after every reconcile stopped
+                await recorder.stop()
+        except TimeoutError:
+            log.warning("shutdown grace period ran out", grace=grace)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if webhook_server is not None:
+            await webhook_server.stop()
+        await caches.stop()
+        await endpoints.stop()
+        await client.close()
+        log.info("stopped")
+
+
+def default_leader_election_namespace() -> str:
+    return os.environ.get("POD_NAMESPACE") or "default"

@@ -1,0 +1,153 @@
+"""Facts about a pod, read from its status as the kubelet (or KWOK) reports it. Pure: a pod dict in, facts out."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import attrs
+
+from omenative.api import constants as c
+
+Obj = dict[str, Any]
+
+WEDGED_REASONS = frozenset({
+    "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError", "CreateContainerError",
+    "InvalidImageName", "RunContainerError",
+})
+
+
+def parse_time(text: str | None) -> float | None:
+    """Seconds since the epoch of an RFC 3339 timestamp."""
+    if not text:
+        return None
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def format_time(seconds: float) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition(pod: Obj, kind: str) -> Obj | None:
+    return next((cond for cond in (pod.get("status") or {}).get("conditions") or [] if cond.get("type") == kind),
+                None)
+
+
+def is_true(pod: Obj, kind: str) -> bool:
+    cond = condition(pod, kind)
+    return cond is not None and cond.get("status") == "True"
+
+
+def labels(pod: Obj) -> dict[str, str]:
+    return dict((pod.get("metadata") or {}).get("labels") or {})
+
+
+@attrs.frozen
+class ContainerRestart:
+    container: str
+    restarts: int
+    reason: str
+    exit_code: int | None
+    finished_at: str | None
+
+
+@attrs.frozen
+class PodFacts:
+    name: str
+    uid: str
+    runner: str
+    ordinal: int
+    incarnation: int
+    revision: str
+    node: str | None
+    phase: str
+    terminating: bool
+    scheduled: bool
+    unschedulable_since: float | None  # when the scheduler last refused it, while it is still refused
+    unschedulable_message: str | None
+    containers_ready: bool
+    ready: bool
+    ready_since: float | None
+    serving_gate: bool | None  # None: the gate condition was never written
+    restarts: tuple[ContainerRestart, ...]
+    wedged: tuple[str, str, str] | None  # (container, reason, message) of a container stuck waiting
+    created: float | None
+    has_ip: bool
+    reason: str  # the pod's own status reason (Evicted, ...)
+    message: str
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Failed", "Succeeded")
+
+    @property
+    def serving(self) -> bool:
+        return self.containers_ready and bool(self.serving_gate) and not self.terminating
+
+    def available(self, now: float, min_ready_seconds: int) -> bool:
+        """Listed on the headless Service (it has an address and is not terminating), and Ready for
+        minReadySeconds when that is set."""
+        if self.terminating or not self.has_ip or self.terminal:
+            return False
+        if min_ready_seconds <= 0:
+            return True
+        return self.ready and self.ready_since is not None and now - self.ready_since >= min_ready_seconds
+
+    def main_restarts(self) -> ContainerRestart | None:
+        """The restart record of the serving container (sidecar and init restarts do not count)."""
+        return next((r for r in self.restarts if r.container == c.MAIN_CONTAINER), None)
+
+
+def _int_label(values: dict[str, str], key: str, default: int = 0) -> int:
+    try:
+        return int(values.get(key, default))
+    except ValueError:
+        return default
+
+
+def pod_facts(pod: Obj) -> PodFacts:
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    values = labels(pod)
+    scheduled_cond = condition(pod, "PodScheduled")
+    unschedulable = scheduled_cond is not None and scheduled_cond.get("status") == "False" and \
+        scheduled_cond.get("reason") == "Unschedulable"
+    ready_cond = condition(pod, "Ready")
+    gate = condition(pod, c.SERVING_GATE)
+    restarts: list[ContainerRestart] = []
+    wedged: tuple[str, str, str] | None = None
+    for cs in status.get("containerStatuses") or []:
+        count = int(cs.get("restartCount") or 0)
+        terminated = (cs.get("lastState") or {}).get("terminated") or {}
+        if count:
+            restarts.append(ContainerRestart(cs.get("name", ""), count, terminated.get("reason") or "Error",
+                                             terminated.get("exitCode"), terminated.get("finishedAt")))
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in WEDGED_REASONS and wedged is None:
+            wedged = (cs.get("name", ""), waiting["reason"], waiting.get("message") or "")
+    return PodFacts(
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        runner=values.get(c.LABEL_RUNNER, c.RUNNER_DEFAULT),
+        ordinal=_int_label(values, c.LABEL_POD_ORDINAL),
+        incarnation=_int_label(values, c.LABEL_INCARNATION, 1),
+        revision=values.get(c.LABEL_REVISION_HASH, ""),
+        node=(pod.get("spec") or {}).get("nodeName"),
+        phase=status.get("phase") or "Pending",
+        terminating=bool(meta.get("deletionTimestamp")),
+        scheduled=bool((pod.get("spec") or {}).get("nodeName")),
+        unschedulable_since=parse_time(scheduled_cond.get("lastTransitionTime")) if unschedulable and
+        scheduled_cond else None,
+        unschedulable_message=scheduled_cond.get("message") if unschedulable and scheduled_cond else None,
+        containers_ready=is_true(pod, "ContainersReady"),
+        ready=is_true(pod, "Ready"),
+        ready_since=parse_time(ready_cond.get("lastTransitionTime")) if ready_cond and
+        ready_cond.get("status") == "True" else None,
+        serving_gate=None if gate is None else gate.get("status") == "True",
+        restarts=tuple(restarts),
+        wedged=wedged,
+        created=parse_time(meta.get("creationTimestamp")),
+        has_ip=bool(status.get("podIP")),
+        reason=status.get("reason") or "",
+        message=status.get("message") or "",
+    )

@@ -1,0 +1,188 @@
+"""The objects around a component's Instances: its InferenceReplica, Services, autoscaler, disruption budget,
+the router's RBAC, PodGroups and ControllerRevisions. Each builder returns the whole intent for server-side apply."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from omenative.api import constants as c
+from omenative.api import naming
+
+JSONDict = dict[str, Any]
+
+
+def owner_reference(obj: JSONDict, *, kind: str | None = None, controller: bool = True) -> JSONDict:
+    meta = obj["metadata"]
+    return {"apiVersion": obj.get("apiVersion", c.API_VERSION), "kind": obj.get("kind") or kind, "name": meta["name"],
+            "uid": meta["uid"], "controller": controller, "blockOwnerDeletion": True}
+
+
+def component_labels(isvc: str, component: str) -> dict[str, str]:
+    return {c.LABEL_ISVC: isvc, c.LABEL_COMPONENT: component}
+
+
+def pod_selector(isvc: str, component: str) -> dict[str, str]:
+    """Every pod of a component's Instances."""
+    return {**component_labels(isvc, component), c.LABEL_MANAGED_BY: c.MANAGED_BY_OMENATIVE}
+
+
+def serving_selector(isvc: str, component: str, multi_pod: bool) -> dict[str, str]:
+    """The pods that serve requests: every pod, or only leaders when Instances have workers."""
+    selector = pod_selector(isvc, component)
+    if multi_pod:
+        selector[c.LABEL_RUNNER] = c.RUNNER_LEADER
+    return selector
+
+
+def label_selector_string(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def _meta(name: str, namespace: str, labels: dict[str, str], owner: JSONDict) -> JSONDict:
+    return {"name": name, "namespace": namespace, "labels": dict(labels), "ownerReferences": [owner]}
+
+
+def inference_replica(*, isvc: str, namespace: str, component: str, owner: JSONDict, runners: list[JSONDict],
+                      lifecycle: JSONDict, autoscaler: JSONDict, min_ready_seconds: int,
+                      topology: JSONDict, replicas: int | None) -> JSONDict:
+    """The InferenceReplica intent. `replicas` is included only when omenative owns the count (no autoscaler)."""
+    spec: JSONDict = {
+        "parentRef": {"name": isvc},
+        "component": component,
+        "runners": runners,
+        "lifecycle": lifecycle,
+        "autoscaler": autoscaler,
+        "minReadySeconds": min_ready_seconds,
+    }
+    spec.update({k: v for k, v in topology.items() if v is not None})
+    if replicas is not None:
+        spec["replicas"] = replicas
+    labels = component_labels(isvc, component)
+    meta = _meta(naming.replica_name(isvc, component), namespace, labels, owner)
+    meta["annotations"] = {c.ANN_CONTROLLER_WRITE: "true"}
+    return {"apiVersion": c.API_VERSION, "kind": "InferenceReplica", "metadata": meta, "spec": spec}
+
+
+def inference_replica_bootstrap(*, isvc: str, namespace: str, component: str, owner: JSONDict,
+                                replicas: int) -> JSONDict:
+    """What creates a new InferenceReplica: just enough to hold the initial Instance count, so that only this
+    one-time write (not omenative's apply, which never sends replicas) owns it until the autoscaler takes over."""
+    labels = component_labels(isvc, component)
+    meta = _meta(naming.replica_name(isvc, component), namespace, labels, owner)
+    meta["annotations"] = {c.ANN_CONTROLLER_WRITE: "true"}
+    return {"apiVersion": c.API_VERSION, "kind": "InferenceReplica", "metadata": meta,
+            "spec": {"parentRef": {"name": isvc}, "component": component, "replicas": replicas}}
+
+
+def services(*, isvc: str, namespace: str, component: str, owner: JSONDict, ports: list[JSONDict],
+             multi_pod: bool, app_protocols: dict[str, str] | None = None) -> list[JSONDict]:
+    """The component's Service (serving pods) and headless Service (every pod, ready or not, so the leader's
+    DNS name resolves as soon as it has an IP)."""
+    labels = component_labels(isvc, component)
+    with_protocols = [dict(p) | ({"appProtocol": app_protocols[p["name"]]} if app_protocols and
+                                  p["name"] in app_protocols else {}) for p in ports]
+    main = {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": _meta(naming.replica_name(isvc, component), namespace, labels, owner),
+        "spec": {"selector": serving_selector(isvc, component, multi_pod), "ports": with_protocols,
+                 "type": "ClusterIP"},
+    }
+    headless = {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": _meta(naming.headless_service_name(isvc, component), namespace, labels, owner),
+        "spec": {"selector": pod_selector(isvc, component), "clusterIP": "None", "publishNotReadyAddresses": True,
+                 "ports": with_protocols},
+    }
+    return [main, headless]
+
+
+def entry_service(*, isvc: str, namespace: str, owner: JSONDict, target: str, ports: list[JSONDict],
+                  multi_pod: bool) -> JSONDict:
+    """The InferenceService's own Service `{isvc}`: the router if there is one, else the engine, leaders only."""
+    first = ports[0]
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": _meta(isvc, namespace, {c.LABEL_ISVC: isvc, c.LABEL_COMPONENT: c.COMPONENT_EXTERNAL_SERVICE},
+                          owner),
+        "spec": {"selector": serving_selector(isvc, target, multi_pod), "type": "ClusterIP",
+                 "ports": [{"name": "http", "port": first["port"], "targetPort": first["targetPort"],
+                            "protocol": first.get("protocol", "TCP")}]},
+    }
+
+
+def horizontal_pod_autoscaler(*, isvc: str, namespace: str, component: str, owner: JSONDict, min_replicas: int,
+                              max_replicas: int, hpa: JSONDict | None) -> JSONDict:
+    metrics = (hpa or {}).get("metrics") or [{"type": "Resource", "resource": {
+        "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
+    spec: JSONDict = {
+        "scaleTargetRef": {"apiVersion": c.API_VERSION, "kind": "InferenceReplica",
+                           "name": naming.replica_name(isvc, component)},
+        "minReplicas": min_replicas, "maxReplicas": max(max_replicas, min_replicas), "metrics": metrics,
+    }
+    if (hpa or {}).get("behavior"):
+        spec["behavior"] = hpa["behavior"]  # type: ignore[index]
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": _meta(naming.replica_name(isvc, component), namespace, component_labels(isvc, component),
+                              owner),
+            "spec": spec}
+
+
+def pod_disruption_budget(*, isvc: str, namespace: str, component: str, owner: JSONDict,
+                          min_available: int | str | None, max_unavailable: int | str | None,
+                          default_max_unavailable: int | str) -> JSONDict:
+    spec: JSONDict = {"selector": {"matchLabels": pod_selector(isvc, component)}}
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    else:
+        spec["maxUnavailable"] = max_unavailable if max_unavailable is not None else default_max_unavailable
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": _meta(naming.replica_name(isvc, component), namespace, component_labels(isvc, component),
+                              owner),
+            "spec": spec}
+
+
+def router_rbac(*, isvc: str, namespace: str, owner: JSONDict) -> list[JSONDict]:
+    """ServiceAccount, Role and RoleBinding for the router's service discovery (it watches pods by label)."""
+    name = naming.router_rbac_name(isvc)
+    labels = component_labels(isvc, c.ROUTER)
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, namespace, labels, owner)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": _meta(name, namespace, labels, owner),
+         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": _meta(name, namespace, labels, owner),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
+    ]
+
+
+def revision_hash(runners: list[JSONDict], pairing_protocol: str | None = None, collision_count: int = 0) -> str:
+    """A short, stable hash of the runners' templates: equal templates, equal revision."""
+    body = json.dumps({"runners": runners, "pairingProtocol": pairing_protocol, "collision": collision_count or None},
+                      sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(body.encode()).hexdigest()[:10]
+
+
+def controller_revision(*, isvc: str, namespace: str, component: str, owner: JSONDict, revision: str,
+                        number: int, runners: list[JSONDict]) -> JSONDict:
+    labels = {**component_labels(isvc, component), c.LABEL_REVISION_HASH: revision}
+    return {"apiVersion": "apps/v1", "kind": "ControllerRevision",
+            "metadata": _meta(naming.revision_name(isvc, component, revision), namespace, labels, owner),
+            "data": {"runners": runners}, "revision": number}
+
+
+def pod_group(*, isvc: str, namespace: str, component: str, index: int, owner: JSONDict, min_member: int,
+              schedule_timeout: int | None, topology_key: str | None) -> JSONDict:
+    labels = {**component_labels(isvc, component), c.LABEL_INSTANCE_INDEX: str(index),
+              c.LABEL_MANAGED_BY: c.MANAGED_BY_OMENATIVE}
+    meta = _meta(naming.podgroup_name(isvc, component, index), namespace, labels, owner)
+    if topology_key:
+        meta["annotations"] = {c.ANN_TOPOLOGY_KEY: topology_key}
+    spec: JSONDict = {"minMember": min_member}
+    if schedule_timeout is not None:
+        spec["scheduleTimeoutSeconds"] = schedule_timeout
+    return {"apiVersion": f"{c.PODGROUP_GROUP}/{c.PODGROUP_VERSION}", "kind": "PodGroup", "metadata": meta,
+            "spec": spec}

@@ -1,0 +1,142 @@
+"""An Instance's pods: `{isvc}-{component}-{index}-{runner}-{ordinal}`, from its runners' templates.
+
+Each pod gets OME's labels, the `OME_*` environment contract (in every container but init containers, before and
+over any variable of the same name), a hostname and subdomain so the leader's DNS name resolves through the
+component's headless Service, and the `ome.io/serving` readiness gate: a pod is Ready, and in rotation, only while
+omenative holds that gate True. Runtimes written for LeaderWorkerSet keep working: the `LWS_*` variables a container
+uses are set from their OME equivalents.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import attrs
+
+from omenative.api import constants as c
+from omenative.api import naming
+
+JSONDict = dict[str, Any]
+_VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+@attrs.frozen(kw_only=True)
+class InstanceRef:
+    isvc: str
+    namespace: str
+    component: str
+    index: int
+    incarnation: int
+    revision: str
+    replicas: int  # the component's desired Instances (OME_COMPONENT_REPLICAS)
+    podgroup: str | None = None  # set for multi-pod Instances when PodGroups are in use
+    owner: JSONDict | None = None  # ownerReference to the InferenceReplica
+
+
+@attrs.frozen
+class PodSlot:
+    runner: str
+    ordinal: int  # position within the runner (the pod name's suffix)
+    rank: int  # position within the Instance: leader 0, worker k is k+1
+
+    def name(self, ref: InstanceRef) -> str:
+        return naming.pod_name(ref.isvc, ref.component, ref.index, self.runner, self.ordinal)
+
+
+def slots(runners: list[JSONDict], *, default_ordinal: int = 0) -> list[PodSlot]:
+    """The pods of one Instance. A single-pod Instance's pod takes ordinal 0 or 1 (alternating on surge updates)."""
+    by_name = {r["name"]: r for r in runners}
+    if c.RUNNER_LEADER in by_name:
+        workers = int(by_name.get(c.RUNNER_WORKER, {}).get("size") or 0)
+        return [PodSlot(c.RUNNER_LEADER, 0, 0)] + [PodSlot(c.RUNNER_WORKER, k, k + 1) for k in range(workers)]
+    return [PodSlot(c.RUNNER_DEFAULT, default_ordinal, 0)]
+
+
+def instance_env(ref: InstanceRef, slot: PodSlot, runners: list[JSONDict]) -> list[JSONDict]:
+    by_name = {r["name"]: r for r in runners}
+    multi = c.RUNNER_LEADER in by_name
+    runner_size = int(by_name[slot.runner].get("size") or 1) if slot.runner == c.RUNNER_WORKER else 1
+    env = [
+        ("OME_INFERENCESERVICE_NAME", ref.isvc),
+        ("OME_COMPONENT", ref.component),
+        ("OME_COMPONENT_REPLICAS", str(ref.replicas)),
+        ("OME_INSTANCE_INDEX", str(ref.index)),
+        ("OME_RUNNER", slot.runner),
+        ("OME_RUNNER_SIZE", str(runner_size)),
+        ("OME_RUNNER_INDEX", str(slot.ordinal if slot.runner == c.RUNNER_WORKER else 0)),
+        ("OME_INSTANCE_SUBDOMAIN", naming.instance_subdomain(ref.isvc, ref.component, ref.index)),
+    ]
+    if multi:
+        pod_count = 1 + int(by_name.get(c.RUNNER_WORKER, {}).get("size") or 0)
+        env += [
+            ("OME_LEADER_ADDRESS", naming.leader_address(ref.isvc, ref.component, ref.index)),
+            ("OME_INSTANCE_POD_RANK", str(slot.rank)),
+            ("OME_INSTANCE_POD_COUNT", str(pod_count)),
+        ]
+    return [{"name": k, "value": v} for k, v in env]
+
+
+# What a LeaderWorkerSet sets, and the OME variable with the same meaning.
+LWS_EQUIVALENTS = {
+    "LWS_LEADER_ADDRESS": "OME_LEADER_ADDRESS",
+    "LWS_GROUP_SIZE": "OME_INSTANCE_POD_COUNT",
+    "LWS_WORKER_INDEX": "OME_INSTANCE_POD_RANK",
+}
+
+
+def referenced_vars(container: JSONDict) -> set[str]:
+    """Names used as $(NAME) in a container's command, args and env values (expanded by the kubelet)."""
+    texts = [*(container.get("command") or []), *(container.get("args") or [])]
+    texts += [e.get("value") or "" for e in container.get("env") or [] if isinstance(e, dict)]
+    return {m for text in texts for m in _VAR_REF.findall(str(text))}
+
+
+def _with_env(container: JSONDict, ome_env: list[JSONDict]) -> JSONDict:
+    out = copy.deepcopy(container)
+    values = {e["name"]: e["value"] for e in ome_env}
+    extra = [{"name": lws, "value": values[ome]} for lws, ome in LWS_EQUIVALENTS.items()
+             if ome in values and lws in referenced_vars(container)]
+    ours = ome_env + extra
+    names = {e["name"] for e in ours}
+    # OME's variables come first, so the container's own variables can refer to them.
+    out["env"] = ours + [e for e in container.get("env") or [] if e.get("name") not in names]
+    return out
+
+
+def render_pod(ref: InstanceRef, slot: PodSlot, runners: list[JSONDict]) -> JSONDict:
+    by_name = {r["name"]: r for r in runners}
+    template = by_name[slot.runner]["template"]
+    spec = copy.deepcopy(template.get("spec") or {})
+    meta = template.get("metadata") or {}
+    name = slot.name(ref)
+    ome_env = instance_env(ref, slot, runners)
+    spec["containers"] = [_with_env(x, ome_env) for x in spec.get("containers") or []]
+    spec["hostname"] = name
+    spec["subdomain"] = naming.headless_service_name(ref.isvc, ref.component)
+    gates = [g for g in spec.get("readinessGates") or [] if g.get("conditionType") != c.SERVING_GATE]
+    spec["readinessGates"] = [*gates, {"conditionType": c.SERVING_GATE}]
+    labels = dict(meta.get("labels") or {})
+    labels.update({
+        c.LABEL_ISVC: ref.isvc,
+        c.LABEL_COMPONENT: ref.component,
+        c.LABEL_MANAGED_BY: c.MANAGED_BY_OMENATIVE,
+        c.LABEL_INSTANCE_INDEX: str(ref.index),
+        c.LABEL_INCARNATION: str(ref.incarnation),
+        c.LABEL_RUNNER: slot.runner,
+        c.LABEL_POD_ORDINAL: str(slot.ordinal),
+        c.LABEL_REVISION_HASH: ref.revision,
+    })
+    if ref.podgroup:
+        labels[c.LABEL_POD_GROUP] = ref.podgroup
+    metadata: JSONDict = {"name": name, "namespace": ref.namespace, "labels": labels}
+    if meta.get("annotations"):
+        metadata["annotations"] = dict(meta["annotations"])
+    if ref.owner:
+        metadata["ownerReferences"] = [ref.owner]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def render_instance(ref: InstanceRef, runners: list[JSONDict], *, default_ordinal: int = 0) -> list[JSONDict]:
+    return [render_pod(ref, slot, runners) for slot in slots(runners, default_ordinal=default_ordinal)]
