@@ -1,0 +1,1 @@
+"""The admission webhook (validating and defaulting) served by the controller process."""

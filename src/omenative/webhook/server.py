@@ -1,0 +1,302 @@
+"""The admission webhook, served over TLS by the controller process.
+
+- `/validate-inferenceservice` refuses bad InferenceServices with a message that says why, and admits with
+  warnings (kubectl prints them) what works but deserves attention: a named runtime that does not declare support
+  for the model, `LWS_*` variables, hostNetwork without ClusterFirstWithHostNet, an ignored deploymentStrategy.
+- `/mutate-inferenceservice` normalizes what OME treats as unset (a runner with an empty name).
+- `/validate-inferencereplica` refuses writes that do not come from omenative (ome.io/controller-write).
+
+The process makes its own CA and serving certificate, renews them before they expire, and keeps the webhook
+configurations' `caBundle` current. In a cluster the material is shared by all replicas through a Secret next to
+the webhook's Service; a local run keeps it in memory (or `--webhook-cert-dir`) and registers a URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import datetime as dt
+import json
+import ssl
+import tempfile
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import attrs
+import structlog
+from aiohttp import web
+
+from omenative.api import constants as c
+from omenative.api.types import BaseModelSpec, ServingRuntimeSpec
+from omenative.api.validation import Context as Admission
+from omenative.api.validation import validate_inference_service
+from omenative.controllers.context import Context
+from omenative.kube.client import ApiError
+from omenative.kube.resources import (
+    BASE_MODELS,
+    CLUSTER_BASE_MODELS,
+    CLUSTER_SERVING_RUNTIMES,
+    MUTATING_WEBHOOKS,
+    SECRETS,
+    SERVING_RUNTIMES,
+    VALIDATING_WEBHOOKS,
+)
+from omenative.webhook.certs import Bundle, renew
+
+log = structlog.get_logger(__name__)
+Obj = dict[str, Any]
+CONFIGURATION = "omenative"
+ROTATION_CHECK_SECONDS = 3600.0
+
+
+@attrs.frozen(kw_only=True)
+class WebhookOptions:
+    bind_address: str = ":9443"
+    service: str | None = None  # "namespace/name" of the Service in front of the webhook (in-cluster)
+    url: str | None = None  # base URL the API server calls (local runs)
+    cert_dir: str | None = None
+
+
+def review_response(request: Obj, *, allowed: bool, message: str = "", warnings: tuple[str, ...] = (),
+                    patch: list[Obj] | None = None) -> Obj:
+    response: Obj = {"uid": request.get("uid", ""), "allowed": allowed}
+    if not allowed:
+        response["status"] = {"code": 403, "reason": "Invalid", "message": message}
+    if warnings:
+        response["warnings"] = list(warnings)
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+
+
+def defaulting_patch(obj: Obj) -> list[Obj]:
+    """JSON patches that remove empty runner names, which OME treats as unset (the runtime's name stays)."""
+    patch = []
+    spec = obj.get("spec") or {}
+    for comp in c.COMPONENTS:
+        component = spec.get(comp)
+        if not isinstance(component, dict):
+            continue
+        for path, part in (("", component), ("/leader", component.get("leader")),
+                           ("/worker", component.get("worker"))):
+            runner = (part or {}).get("runner") if isinstance(part, dict) else None
+            if isinstance(runner, dict) and "name" in runner and not runner["name"]:
+                patch.append({"op": "remove", "path": f"/spec/{comp}{path}/runner/name"})
+    return patch
+
+
+BUNDLE_FILES = ("ca.crt", "ca.key", "tls.crt", "tls.key")
+
+
+def _read_dir(folder: Path) -> Bundle | None:
+    files = [folder / n for n in BUNDLE_FILES]
+    return Bundle(*(f.read_bytes() for f in files)) if all(f.exists() for f in files) else None
+
+
+def _write_dir(folder: Path, files: dict[str, bytes]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, value in files.items():
+        (folder / name).write_bytes(value)
+
+
+class WebhookServer:
+    def __init__(self, options: WebhookOptions, ctx: Context) -> None:
+        self.options = options
+        self.ctx = ctx
+        self.bundle: Bundle | None = None
+        self.ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self._runner: web.AppRunner | None = None
+        self._rotation: asyncio.Task[None] | None = None
+        self.bound: tuple[str, int] | None = None
+
+    # -- admission
+    def admission_context(self, obj: Obj) -> Admission:
+        spec = obj.get("spec") or {}
+        namespace = (obj.get("metadata") or {}).get("namespace") or ""
+        runtime_name = (spec.get("runtime") or {}).get("name")
+        model_name = (spec.get("model") or {}).get("name")
+        runtime = None
+        if runtime_name:
+            runtime = self.ctx.get(SERVING_RUNTIMES, namespace, runtime_name) or \
+                self.ctx.get(CLUSTER_SERVING_RUNTIMES, None, runtime_name)
+        model = None
+        if model_name:
+            model = self.ctx.get(BASE_MODELS, namespace, model_name) or \
+                self.ctx.get(CLUSTER_BASE_MODELS, None, model_name)
+        return Admission(
+            runtime_name=runtime_name if runtime else None,
+            runtime=ServingRuntimeSpec.from_dict(runtime.get("spec") or {}) if runtime else None,
+            runtime_raw=dict(runtime.get("spec") or {}) if runtime else None,
+            model_name=model_name if model else None,
+            model=BaseModelSpec.from_dict(model.get("spec") or {}) if model else None,
+            config=self.ctx.config)
+
+    async def _review(self, request: web.Request) -> Obj:
+        review = await request.json()
+        return dict(review.get("request") or {})
+
+    async def validate_inference_service(self, request: web.Request) -> web.Response:
+        req = await self._review(request)
+        obj = req.get("object") or {}
+        if req.get("operation") not in ("CREATE", "UPDATE") or not obj:
+            return web.json_response(review_response(req, allowed=True))
+        findings = validate_inference_service(obj, self.admission_context(obj))
+        message = "; ".join(findings.errors)
+        if not findings.allowed:
+            log.info("rejected an InferenceService", name=(obj.get("metadata") or {}).get("name"), reason=message)
+        return web.json_response(review_response(req, allowed=findings.allowed, message=message,
+                                                 warnings=findings.warnings))
+
+    async def mutate_inference_service(self, request: web.Request) -> web.Response:
+        req = await self._review(request)
+        obj = req.get("object") or {}
+        return web.json_response(review_response(req, allowed=True, patch=defaulting_patch(obj) or None))
+
+    async def validate_inference_replica(self, request: web.Request) -> web.Response:
+        req = await self._review(request)
+        obj = req.get("object") or {}
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        if req.get("operation") in ("CREATE", "UPDATE") and annotations.get(c.ANN_CONTROLLER_WRITE) != "true":
+            old = req.get("oldObject") or {}
+            finalizers_only = old and {k: v for k, v in old.items() if k != "metadata"} == \
+                {k: v for k, v in obj.items() if k != "metadata"}
+            if not finalizers_only:
+                parent = ((obj.get("spec") or {}).get("parentRef") or {}).get("name") or "its InferenceService"
+                return web.json_response(review_response(req, allowed=False, message=(
+                    f"InferenceReplica {(obj.get('metadata') or {}).get('name')} is written by omenative from "
+                    f"InferenceService {parent}; change the InferenceService instead")))
+        return web.json_response(review_response(req, allowed=True))
+
+    # -- TLS and registration
+    def hosts(self) -> list[str]:
+        if self.options.service:
+            namespace, name = self.options.service.split("/", 1)
+            return [f"{name}.{namespace}.svc", name, f"{name}.{namespace}", f"{name}.{namespace}.svc.cluster.local"]
+        host = urlparse(self.options.url or "https://127.0.0.1").hostname or "127.0.0.1"
+        return [host]
+
+    def client_config(self, path: str) -> Obj:
+        ca = base64.b64encode(self.bundle.ca_cert if self.bundle else b"").decode()
+        if self.options.service:
+            namespace, name = self.options.service.split("/", 1)
+            port = int(self.options.bind_address.rpartition(":")[2])
+            return {"service": {"namespace": namespace, "name": name, "path": path, "port": port}, "caBundle": ca}
+        return {"url": (self.options.url or "").rstrip("/") + path, "caBundle": ca}
+
+    def configurations(self) -> tuple[Obj, Obj]:
+        def rule(resource: str) -> Obj:
+            return {"apiGroups": [c.GROUP], "apiVersions": [c.VERSION], "operations": ["CREATE", "UPDATE"],
+                    "resources": [resource], "scope": "Namespaced"}
+
+        common = {"admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
+                  "timeoutSeconds": 10}
+        labels = {"app.kubernetes.io/part-of": "omenative"}
+        validating = {
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": CONFIGURATION, "labels": labels},
+            "webhooks": [
+                {"name": "inferenceservice.validating.omenative.io", "rules": [rule("inferenceservices")],
+                 "clientConfig": self.client_config("/validate-inferenceservice"), **common},
+                {"name": "inferencereplica.validating.omenative.io", "rules": [rule("inferencereplicas")],
+                 "clientConfig": self.client_config("/validate-inferencereplica"), **common},
+            ]}
+        mutating = {
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": CONFIGURATION, "labels": labels},
+            "webhooks": [
+                {"name": "inferenceservice.defaulting.omenative.io", "rules": [rule("inferenceservices")],
+                 "clientConfig": self.client_config("/mutate-inferenceservice"), "reinvocationPolicy": "Never",
+                 **common},
+            ]}
+        return validating, mutating
+
+    async def _load_bundle(self) -> Bundle | None:
+        if self.options.service:
+            namespace, name = self.options.service.split("/", 1)
+            try:
+                secret = await self.ctx.client.get(SECRETS, f"{name}-certs", namespace)
+            except ApiError as exc:
+                if exc.not_found:
+                    return None
+                raise
+            data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+            return Bundle(*(data[k] for k in BUNDLE_FILES)) if all(k in data for k in BUNDLE_FILES) else None
+        if self.options.cert_dir:
+            return await asyncio.to_thread(_read_dir, Path(self.options.cert_dir))
+        return None
+
+    async def _store_bundle(self, bundle: Bundle) -> None:
+        files = {"ca.crt": bundle.ca_cert, "ca.key": bundle.ca_key, "tls.crt": bundle.cert, "tls.key": bundle.key}
+        if self.options.service:
+            namespace, name = self.options.service.split("/", 1)
+            secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                      "metadata": {"name": f"{name}-certs", "namespace": namespace},
+                      "data": {k: base64.b64encode(v).decode() for k, v in files.items()}}
+            await self.ctx.client.apply(SECRETS, secret, field_manager=c.FIELD_MANAGER)
+        elif self.options.cert_dir:
+            await asyncio.to_thread(_write_dir, Path(self.options.cert_dir), files)
+
+    def _load_into_ssl(self, bundle: Bundle) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            cert, key = Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
+            cert.write_bytes(bundle.cert)
+            key.write_bytes(bundle.key)
+            self.ssl.load_cert_chain(cert, key)
+
+    async def ensure_certificates(self) -> bool:
+        """Makes or renews the certificates; True when they changed."""
+        now = dt.datetime.now(dt.UTC)
+        current = await self._load_bundle()
+        fresh = renew(current, self.hosts(), now)
+        if fresh is not current:
+            await self._store_bundle(fresh)
+            current = await self._load_bundle() or fresh  # another replica may have won the race
+        changed = self.bundle is None or current.cert != self.bundle.cert
+        if changed:
+            self._load_into_ssl(current)
+            self.bundle = current
+        return changed
+
+    async def register(self) -> None:
+        validating, mutating = self.configurations()
+        await self.ctx.client.apply(VALIDATING_WEBHOOKS, validating, field_manager=c.FIELD_MANAGER)
+        await self.ctx.client.apply(MUTATING_WEBHOOKS, mutating, field_manager=c.FIELD_MANAGER)
+
+    async def start(self) -> None:
+        await self.ensure_certificates()
+        app = web.Application()
+        app.router.add_post("/validate-inferenceservice", self.validate_inference_service)
+        app.router.add_post("/mutate-inferenceservice", self.mutate_inference_service)
+        app.router.add_post("/validate-inferencereplica", self.validate_inference_replica)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        host, _, port = self.options.bind_address.rpartition(":")
+        site = web.TCPSite(self._runner, host or "0.0.0.0", int(port), ssl_context=self.ssl)
+        await site.start()
+        addresses = self._runner.addresses
+        self.bound = (str(addresses[0][0]), int(addresses[0][1])) if addresses else None
+        await self.register()
+        self._rotation = asyncio.create_task(self._rotate(), name="webhook certificates")
+        log.info("admission webhook serving", address=self.options.bind_address,
+                 via=self.options.service or self.options.url)
+
+    async def _rotate(self) -> None:
+        while True:
+            await asyncio.sleep(ROTATION_CHECK_SECONDS)
+            try:
+                if await self.ensure_certificates():
+                    log.info("webhook certificate renewed")
+                await self.register()  # also repairs a caBundle someone changed
+            except Exception:
+                log.exception("webhook certificate check failed; retrying at the next check")
+
+    async def stop(self) -> None:
+        if self._rotation is not None:
+            self._rotation.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._rotation
+        if self._runner is not None:
+            await self._runner.cleanup()
