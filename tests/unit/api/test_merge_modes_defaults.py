@@ -41,7 +41,8 @@ def test_an_undeclared_component_is_not_deployed_whatever_the_runtime_has() -> N
 
 
 def test_an_unnamed_runner_keeps_the_runtimes_name() -> None:
-    merged = merge_component({"runner": {"name": "ome-container", "image": "a"}}, {"runner": {"name": "", "image": "b"}})
+    merged = merge_component({"runner": {"name": "ome-container", "image": "a"}},
+                             {"runner": {"name": "", "image": "b"}})
     assert merged == {"runner": {"name": "ome-container", "image": "b"}}
 
 
