@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -82,6 +83,15 @@ class ControlPlane:
     def start_stopped_components(self) -> None:
         """Starts again whatever component is not running (hack/cluster.sh up is idempotent)."""
         subprocess.run(["bash", str(CLUSTER_SH), "up", "--name", self.name], check=True, capture_output=True)
+
+    @staticmethod
+    def podgroup_crd_path() -> Path:
+        """The PodGroup CRD from the scheduler-plugins module the scheduler is built from."""
+        out = subprocess.run(
+            ["bash", "-c", f"source {REPO}/hack/lib/versions.sh && go mod download -json "
+                           "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION"],
+            check=True, capture_output=True, text=True)
+        return Path(json.loads(out.stdout)["Dir"]) / "manifests" / "coscheduling" / "crd.yaml"
 
     def env(self) -> dict[str, str]:
         """An environment in which `kubectl` (the one we built) talks to this cluster."""

@@ -22,7 +22,6 @@ from omenative.render import objects
 
 log = structlog.get_logger(__name__)
 Obj = dict[str, Any]
-DEFAULT_SCHEDULERS = ("", "default-scheduler")
 
 
 def desired_replicas(ir: Obj) -> int:
@@ -32,11 +31,6 @@ def desired_replicas(ir: Obj) -> int:
 
 def pods_per_instance(runners: list[Obj]) -> int:
     return sum(int(r.get("size") or 1) for r in runners)
-
-
-def uses_default_scheduler(runners: list[Obj]) -> bool:
-    return any(((r.get("template") or {}).get("spec") or {}).get("schedulerName", "") in DEFAULT_SCHEDULERS
-               for r in runners)
 
 
 def label_selector(isvc: str, component: str) -> str:
@@ -95,8 +89,6 @@ class InferenceReplicaController:
             min_ready_seconds=int(spec.get("minReadySeconds") or 0),
             max_unavailable=rolling.get("maxUnavailable"),
             multi_pod=multi,
-            gang=multi and crd,
-            default_scheduler=uses_default_scheduler(runners),
             podgroup_crd=crd,
             rows=decode_rows(ir.get("status")),
             pods=pods,

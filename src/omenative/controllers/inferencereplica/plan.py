@@ -48,8 +48,6 @@ class ReplicaView:
     min_ready_seconds: int
     max_unavailable: int | str | None
     multi_pod: bool
-    gang: bool  # PodGroups are in use (multi-pod and the CRD installed)
-    default_scheduler: bool  # the pods use a scheduler that ignores PodGroups
     podgroup_crd: bool
     rows: list[InstanceStatus]
     pods: dict[int, list[PodFacts]]  # by Instance index, every pod (any incarnation, terminating too)
@@ -367,12 +365,6 @@ def plan(view: ReplicaView) -> ReplicaPlan:
         row = InstanceStatus(index=index, incarnation=1, phase=CREATING, target_revision=view.update_revision,
                              operation=_operation("Create", "CreatePods", view.now, view.ready_timeout,
                                                   view.update_revision, "scale up"))
-        if view.gang and view.default_scheduler:
-            planner.event("Warning", "MaybeNoGangScheduler", (
-                f"OMENative component={view.component} created scheduler-plugins PodGroup objects but pod "
-                "template's spec.schedulerName is \"\" (default kube-scheduler does not enforce PodGroup gang); "
-                "set runtime.spec.schedulerName to a gang-aware scheduler (e.g. scheduler-plugins-scheduler) or "
-                "install scheduler-plugins as a plugin in the default scheduler"))
         next_rows[index] = row
     if missing < 0:
         # Remove what serves least first: Instances not Ready, then the highest index.

@@ -29,6 +29,11 @@ log = structlog.get_logger(__name__)
 Obj = dict[str, Any]
 
 
+def scheduler_name(runners: list[Obj]) -> str:
+    """The scheduler the Instance's pods use ("" for the default one)."""
+    return str(next((((r.get("template") or {}).get("spec") or {}).get("schedulerName") or "" for r in runners), ""))
+
+
 def split_instance_key(key: str) -> tuple[str, str, int]:
     namespace, replica, index = key.split("/")
     return namespace, replica, int(index)
@@ -87,7 +92,8 @@ class InstanceController:
             ref=ref, phase=row.phase or "", runners=runners,
             pods=ctx.by_index(PODS, BY_INSTANCE, key),
             podgroup=ctx.get(PODGROUPS, namespace, podgroup_name) if podgroup_name else None,
-            podgroup_intent=intent, owner_uid=ir["metadata"]["uid"])
+            podgroup_intent=intent, owner_uid=ir["metadata"]["uid"],
+            scheduler_name=scheduler_name(runners) if runners is not None else None)
         actions = planner.plan(view)
         await self.execute(key, ir, actions)
         return None

@@ -22,6 +22,7 @@ from omenative.observe.pods import PodFacts, pod_facts
 from omenative.render.pods import InstanceRef, render_pod, slots
 
 Obj = dict[str, Any]
+DEFAULT_SCHEDULERS = ("", "default-scheduler")
 
 
 @attrs.frozen(kw_only=True)
@@ -33,6 +34,7 @@ class InstanceView:
     podgroup: Obj | None  # the PodGroup in the cache
     podgroup_intent: Obj | None  # the PodGroup to apply (None: no gang scheduling)
     owner_uid: str  # the InferenceReplica's UID, to tell our PodGroup from another's
+    scheduler_name: str | None = None  # of the pods; "" and default-scheduler ignore PodGroups
 
 
 @attrs.frozen(kw_only=True)
@@ -84,6 +86,13 @@ def plan(view: InstanceView) -> InstanceActions:
         if view.podgroup is None:
             apply_podgroup = view.podgroup_intent
             podgroup_ready = False
+            if view.scheduler_name in DEFAULT_SCHEDULERS:
+                events.append(Event(type="Warning", reason="MaybeNoGangScheduler", message=(
+                    f"OMENative component={ref.component} created scheduler-plugins PodGroup objects but pod "
+                    f"template's spec.schedulerName is \"{view.scheduler_name}\" (default kube-scheduler does not "
+                    "enforce PodGroup gang); set runtime.spec.schedulerName to a gang-aware scheduler (e.g. "
+                    "scheduler-plugins-scheduler) or install scheduler-plugins as a plugin in the default "
+                    "scheduler")))
         elif not _owned_by(view.podgroup, view.owner_uid):
             podgroup_ready = False
             events.append(Event(type="Warning", reason="InstanceFailed", message=(
