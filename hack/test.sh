@@ -20,9 +20,9 @@ step() {  # name, command...
 
 total=$SECONDS
 log "python environment (.venv)"
-if [[ ! -x .venv/bin/python ]]; then python3 -m venv .venv || exit 1; fi
-.venv/bin/python -m pip install --quiet --upgrade pip >/dev/null || exit 1
-.venv/bin/python -m pip install --quiet -e ".[test,lint]" || exit 1
+# shellcheck source=lib/venv.sh
+source "$here/lib/venv.sh"
+ensure_venv "$repo" "test,lint" || exit 1
 export PATH="$repo/.venv/bin:$PATH"
 
 log "control-plane binaries"

@@ -11,6 +11,7 @@ OME's model agent does after a download. The tests build the same objects throug
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from typing import Any
@@ -23,6 +24,12 @@ GPU_RESOURCE = "nvidia.com/gpu"
 def model_label(model: str) -> str:
     """The node label OME's model agent sets for a ClusterBaseModel that is Ready on the node."""
     return f"models.ome.io/clusterbasemodel.{model}"
+
+
+def node_ip(name: str) -> str:
+    """A stable address per node name; pods on the node's network (hostNetwork) get it, as on real nodes."""
+    digest = hashlib.sha256(name.encode()).digest()
+    return f"10.{200 + digest[0] % 50}.{digest[1]}.{1 + digest[2] % 254}"
 
 
 def node_manifest(
@@ -64,6 +71,7 @@ def node_manifest(
         "status": {
             "capacity": resources,
             "allocatable": dict(resources),
+            "addresses": [{"type": "InternalIP", "address": node_ip(name)}, {"type": "Hostname", "address": name}],
         },
     }
 

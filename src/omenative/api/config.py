@@ -23,6 +23,8 @@ class ControllerConfig:
     # When a pod counts as stuck or unschedulable for good.
     stuck_pod_grace_period: str | None = "60s"
     unschedulable_grace_period: str | None = "15m"
+    # How long a deleted InferenceReplica waits for its Instances to drain before it lets go of its pods anyway.
+    teardown_deadline: str | None = "30m"
     # PodDisruptionBudget when the component sets neither minAvailable nor maxUnavailable.
     pdb_max_unavailable: int | str = 1
     # Also run components that declare no deployment mode at all (they would be RawDeployment).

@@ -68,6 +68,9 @@ ANN_BASE_MODEL_FORMAT_VERSION: Final = "ome.io/base-model-format-version"
 ANN_SERVING_RUNTIME: Final = "ome.io/serving-runtime"
 ANN_APPLIED_HASH: Final = "omenative.io/applied-hash"
 
+# Held on an InferenceReplica while its Instances drain, so pods leave rotation before they are deleted.
+FINALIZER_DRAIN: Final = "ome.io/drain-instances"
+
 # The readiness gate that puts a pod in rotation.
 SERVING_GATE: Final = "ome.io/serving"
 

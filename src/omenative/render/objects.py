@@ -62,6 +62,7 @@ def inference_replica(*, isvc: str, namespace: str, component: str, owner: JSOND
     labels = component_labels(isvc, component)
     meta = _meta(naming.replica_name(isvc, component), namespace, labels, owner)
     meta["annotations"] = {c.ANN_CONTROLLER_WRITE: "true"}
+    meta["finalizers"] = [c.FINALIZER_DRAIN]
     return {"apiVersion": c.API_VERSION, "kind": "InferenceReplica", "metadata": meta, "spec": spec}
 
 

@@ -14,10 +14,10 @@ from omenative.api.instance_status import decode_rows, encode_rows
 from omenative.api.units import InvalidValue, parse_duration
 from omenative.controllers.context import BY_REPLICA, Context
 from omenative.controllers.inferencereplica import plan as planner
-from omenative.kube.client import ApiError
+from omenative.kube.client import JSON_PATCH, ApiError
 from omenative.kube.controller import Result, split_key
 from omenative.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS, INFERENCE_SERVICES, PODS
-from omenative.observe.pods import PodFacts, pod_facts
+from omenative.observe.pods import PodFacts, parse_time, pod_facts
 from omenative.render import objects
 
 log = structlog.get_logger(__name__)
@@ -35,6 +35,13 @@ def pods_per_instance(runners: list[Obj]) -> int:
 
 def label_selector(isvc: str, component: str) -> str:
     return objects.label_selector_string(objects.pod_selector(isvc, component))
+
+
+def _seconds(text: str | None) -> float | None:
+    try:
+        return parse_duration(text) if text else None
+    except InvalidValue:
+        return None
 
 
 def ready_timeout(lifecycle: Obj, fallback: str | None) -> float | None:
@@ -57,17 +64,23 @@ class InferenceReplicaController:
         ctx = self.ctx
         namespace, name = split_key(key)
         ir = ctx.get(INFERENCE_REPLICAS, namespace, name)
-        if ir is None or ir["metadata"].get("deletionTimestamp"):
+        if ir is None:
             return None  # its pods go with it (owner references)
+        deleting = bool(ir["metadata"].get("deletionTimestamp"))
+        if deleting and c.FINALIZER_DRAIN not in (ir["metadata"].get("finalizers") or []):
+            return None
         spec: Obj = ir.get("spec") or {}
         runners: list[Obj] = spec.get("runners") or []
         if not runners:
+            if deleting:
+                await self._release(ir)
             return None  # only the bootstrap so far: the InferenceService controller's apply follows
         isvc = (spec.get("parentRef") or {}).get("name") or name
         component = spec.get("component") or c.ENGINE
         revision = objects.revision_hash(runners, spec.get("pairingProtocol"),
                                          int((ir.get("status") or {}).get("collisionCount") or 0))
-        await self._ensure_revision(ir, isvc, component, revision, runners)
+        if not deleting:
+            await self._ensure_revision(ir, isvc, component, revision, runners)
 
         pods: dict[int, list[PodFacts]] = {}
         for pod in ctx.by_index(PODS, BY_REPLICA, key):
@@ -94,6 +107,7 @@ class InferenceReplicaController:
             pods=pods,
             now=ctx.wall_clock(),
             config=ctx.config,
+            deleting=deleting,
         )
         result = planner.plan(view)
 
@@ -118,7 +132,40 @@ class InferenceReplicaController:
         if old_status.get("collisionCount"):
             status["collisionCount"] = old_status["collisionCount"]
         await ctx.applier.apply_status(INFERENCE_REPLICAS, name, namespace, status)
+        if deleting:
+            return await self._finish_teardown(ir, pods)
         return Result(requeue_after=result.wake_in + 0.5) if result.wake_in is not None else None
+
+    async def _finish_teardown(self, ir: Obj, pods: dict[int, list[PodFacts]]) -> Result | None:
+        """Lets a deleted replica go once its pods drained and are gone (or when the teardown deadline passed)."""
+        if not pods:
+            await self._release(ir)
+            return None
+        since = parse_time(ir["metadata"].get("deletionTimestamp"))
+        deadline = _seconds(self.ctx.config.teardown_deadline)
+        if since is not None and deadline is not None:
+            remaining = since + deadline - self.ctx.wall_clock()
+            if remaining <= 0:
+                log.warning("teardown deadline passed; letting the pods go with the InferenceReplica",
+                            pods=sum(len(p) for p in pods.values()))
+                await self._release(ir)
+                return None
+            return Result(requeue_after=min(remaining, 60.0))
+        return None
+
+    async def _release(self, ir: Obj) -> None:
+        finalizers = ir["metadata"].get("finalizers") or []
+        if c.FINALIZER_DRAIN not in finalizers:
+            return
+        at = finalizers.index(c.FINALIZER_DRAIN)
+        patch = [{"op": "test", "path": f"/metadata/finalizers/{at}", "value": c.FINALIZER_DRAIN},
+                 {"op": "remove", "path": f"/metadata/finalizers/{at}"}]
+        try:
+            await self.ctx.client.patch(INFERENCE_REPLICAS, ir["metadata"]["name"], patch, ir["metadata"]["namespace"],
+                                        content_type=JSON_PATCH)
+        except ApiError as exc:
+            if not (exc.not_found or exc.status == 422):  # gone, or the list changed: the next pass sees it
+                raise
 
     async def _ensure_revision(self, ir: Obj, isvc: str, component: str, revision: str, runners: list[Obj]) -> None:
         """A ControllerRevision per version of the runners, so Instances on an older revision can be rendered."""

@@ -52,6 +52,7 @@ class ReplicaView:
     rows: list[InstanceStatus]
     pods: dict[int, list[PodFacts]]  # by Instance index, every pod (any incarnation, terminating too)
     now: float
+    deleting: bool = False  # the InferenceReplica is being deleted: every Instance drains
     config: ControllerConfig = attrs.field(factory=ControllerConfig)
 
 
@@ -355,9 +356,9 @@ def plan(view: ReplicaView) -> ReplicaPlan:
             continue  # drained and gone
         next_rows[index] = planner.step(row, facts)
 
-    # Scale to the desired number of Instances.
+    # Scale to the desired number of Instances (none while the replica itself is being deleted).
     active = [r for r in next_rows.values() if r.phase != DELETING]
-    missing = view.replicas - len(active)
+    missing = (0 if view.deleting else view.replicas) - len(active)
     taken = set(next_rows) | set(view.pods)
     for _ in range(max(missing, 0)):
         index = _lowest_free(taken)
@@ -369,10 +370,11 @@ def plan(view: ReplicaView) -> ReplicaPlan:
     if missing < 0:
         # Remove what serves least first: Instances not Ready, then the highest index.
         victims = sorted(active, key=lambda r: (r.phase == READY, -(r.index or 0)))[: -missing]
+        reason = "teardown" if view.deleting else "scale down"
         for row in victims:
             next_rows[row.index or 0] = attrs.evolve(
                 row, phase=DELETING, operation=_operation("Delete", "Drain", view.now, view.ready_timeout,
-                                                          row.target_revision or "", "scale down"))
+                                                          row.target_revision or "", reason))
 
     # Counts.
     ordered = [next_rows[i] for i in sorted(next_rows)]

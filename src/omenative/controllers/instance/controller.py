@@ -60,7 +60,7 @@ class InstanceController:
         ctx = self.ctx
         namespace, replica, index = split_instance_key(key)
         ir = ctx.get(INFERENCE_REPLICAS, namespace, replica)
-        if ir is None or ir["metadata"].get("deletionTimestamp"):
+        if ir is None:
             ctx.expectations.forget(key)
             return None
         row = next((r for r in decode_rows(ir.get("status")) if r.index == index), None)

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# A local sandbox: the control plane with simulated GPU nodes, omenative running against it from the local
+# kubeconfig (with its admission webhook), and the two guides' examples, Ready.
+#
+#   hack/sandbox.sh            start it, print the commands to try next, and stay until Ctrl-C (which tears it down)
+#   hack/sandbox.sh --detach   start it and exit 0 once the examples are Ready (non-zero with the reason if not)
+#   hack/sandbox.sh env        print `export KUBECONFIG=...` for a shell to eval
+#   hack/sandbox.sh down       tear a detached sandbox down
+#
+# The prefill-decode example uses OME's catalog runtime and model, read from $OME_CATALOG (a clone's config/
+# folder; default ../shared/thirdparty/ome/config); without it, only the multi-node example runs.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+# shellcheck source=lib/venv.sh
+source "$here/lib/venv.sh"
+
+name="${OMENATIVE_SANDBOX:-omenative-sandbox}"
+state_dir="${OMENATIVE_STATE_DIR:-$repo/.work}"
+sandbox="$state_dir/sandbox-$name"
+catalog="${OME_CATALOG:-$repo/../shared/thirdparty/ome/config}"
+timeout="${SANDBOX_READY_TIMEOUT:-300s}"
+export OMENATIVE_STATE_DIR="$state_dir"
+
+log() { printf '[sandbox %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+cluster() { "$here/cluster.sh" "$@" --name "$name"; }
+
+stop_controller() {
+  local pid
+  [[ -f "$sandbox/omenative.pid" ]] || return 0
+  pid=$(cat "$sandbox/omenative.pid")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$sandbox/omenative.pid"
+}
+
+down() {
+  stop_controller
+  cluster down >/dev/null 2>&1 || true
+  rm -rf "$sandbox"
+  log "sandbox $name is down"
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+wait_ready() {  # kind/name namespace
+  kubectl wait --for=condition=Ready "$1" -n "$2" --timeout="$timeout" >&2 || {
+    log "$1 in $2 is not Ready after $timeout; last state:"
+    kubectl get inferencereplicas,pods -n "$2" -o wide >&2 || true
+    return 1
+  }
+}
+
+start() {
+  local detach=$1 start=$SECONDS metrics health webhook
+  mkdir -p "$sandbox"
+  log "python environment (.venv)"
+  ensure_venv "$repo" "" || die "could not install the package into .venv"
+  log "control plane (the first run builds it from source, which takes a while)"
+  cluster up --gpu-nodes 4 --cpu-nodes 1 || die "the control plane did not come up"
+  eval "$(cluster env)"
+  export KUBECONFIG
+  PATH="$(bash -c "source '$here/lib/versions.sh' && echo \$OMENATIVE_BIN_DIR"):$PATH"
+  export PATH
+  kubectl apply --server-side --force-conflicts -f "$repo/manifests/crds" >/dev/null
+  kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
+
+  stop_controller
+  metrics=$(free_port); health=$(free_port); webhook=$(free_port)
+  log "starting omenative (log: $sandbox/omenative.log)"
+  nohup setsid "$repo/.venv/bin/omenative" run --kubeconfig "$KUBECONFIG" --log-format json \
+    --metrics-bind-address "127.0.0.1:$metrics" --health-probe-bind-address "127.0.0.1:$health" \
+    --webhook-bind-address "127.0.0.1:$webhook" --webhook-url "https://127.0.0.1:$webhook" \
+    >"$sandbox/omenative.log" 2>&1 < /dev/null &
+  echo $! > "$sandbox/omenative.pid"
+  echo "$metrics" > "$sandbox/metrics.port"
+  for _ in $(seq 1 150); do
+    curl -sf "http://127.0.0.1:$health/readyz" >/dev/null 2>&1 && break
+    kill -0 "$(cat "$sandbox/omenative.pid")" 2>/dev/null || die "omenative exited: $(tail -5 "$sandbox/omenative.log")"
+    sleep 0.2
+  done
+  curl -sf "http://127.0.0.1:$health/readyz" >/dev/null || die "omenative is not ready: see $sandbox/omenative.log"
+
+  log "serve a multi-node model: qwen3-0-6b on a leader and a worker"
+  if [[ -f "$catalog/models/Qwen/Qwen3-0.6B.yaml" ]]; then
+    kubectl apply -f "$catalog/models/Qwen/Qwen3-0.6B.yaml" >/dev/null
+  else
+    kubectl apply -f "$repo/examples/models/qwen3-0-6b.yaml" >/dev/null
+  fi
+  "$here/sim/model-agent.sh" qwen3-0-6b '{"modelFormat":{"name":"safetensors","version":"1.0.0"},
+    "modelFramework":{"name":"transformers","version":"4.51.0"},"modelArchitecture":"Qwen3ForCausalLM",
+    "modelParameterSize":"0.6B"}' >&2
+  kubectl apply -f "$repo/examples/multi-node/srt-qwen3-0-6b-multi-node.yaml" >&2
+  kubectl create namespace qwen3-multi-node --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl apply -f "$repo/examples/multi-node/qwen3-multi-node-isvc.yaml" >&2
+
+  local pd=0
+  if [[ -f "$catalog/runtimes/srt/meta/llama-3-2-1b-instruct-pd-rt.yaml" ]]; then
+    pd=1
+    log "serve a prefill-decode model: llama-3-2-1b-instruct as engine, decoder and router"
+    kubectl apply -f "$catalog/models/meta/Llama-3.2-1B-Instruct.yaml" \
+      -f "$catalog/runtimes/srt/meta/llama-3-2-1b-instruct-pd-rt.yaml" >&2
+    "$here/sim/model-agent.sh" llama-3-2-1b-instruct '{"modelFormat":{"name":"safetensors","version":"1.0.0"},
+      "modelFramework":{"name":"transformers","version":"4.45.0.dev0"},"modelArchitecture":"LlamaForCausalLM",
+      "modelParameterSize":"1.24B"}' >&2
+    kubectl create namespace llama-demo --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+    kubectl apply -f "$repo/examples/prefill-decode/llama-pd.yaml" >&2
+  else
+    log "skipping the prefill-decode example: no OME catalog at $catalog (set OME_CATALOG)"
+  fi
+
+  log "waiting for the examples to be Ready (up to $timeout)"
+  wait_ready inferenceservice/qwen3-multi-node qwen3-multi-node || return 1
+  if [[ $pd == 1 ]]; then
+    wait_ready inferenceservice/llama-pd llama-demo || return 1
+    kubectl wait --for=condition=DecoderReady inferenceservice/llama-pd -n llama-demo --timeout="$timeout" >&2
+    kubectl wait --for=condition=RouterReady inferenceservice/llama-pd -n llama-demo --timeout="$timeout" >&2
+  fi
+  log "sandbox $name is Ready in $((SECONDS - start))s"
+  {
+    echo
+    echo "Try next (kubectl and kubectl-ome from the sandbox):"
+    echo "  export KUBECONFIG=$KUBECONFIG PATH=$repo/.venv/bin:$(dirname "$(command -v kubectl)"):\$PATH"
+    echo "  kubectl get inferencereplica qwen3-multi-node-engine -n qwen3-multi-node"
+    echo "  kubectl get pods -n qwen3-multi-node -l ome.io/inferenceservice=qwen3-multi-node -o 'custom-columns=NAME:.metadata.name,RANK:.spec.containers[0].env[?(@.name==\"OME_INSTANCE_POD_RANK\")].value,NODE:.spec.nodeName,READY:.status.conditions[?(@.type==\"Ready\")].status'"
+    echo "  kubectl get podgroup qwen3-multi-node-engine-0 -n qwen3-multi-node -o custom-columns=NAME:.metadata.name,MIN-MEMBER:.spec.minMember"
+    if [[ $pd == 1 ]]; then
+      echo "  kubectl get inferencereplicas -n llama-demo"
+      echo "  kubectl get pods -n llama-demo -l ome.io/inferenceservice=llama-pd -o 'custom-columns=NAME:.metadata.name,COMPONENT:.metadata.labels.component,SERVING:.status.conditions[?(@.type==\"ome.io/serving\")].status'"
+      echo "  kubectl ome instance list llama-pd -n llama-demo"
+      echo "  kubectl patch inferenceservice llama-pd -n llama-demo --type merge -p '{\"spec\":{\"engine\":{\"minReplicas\":3,\"maxReplicas\":3}}}'"
+      echo "  kubectl wait --for=jsonpath='{.status.readyReplicas}'=3 inferencereplica/llama-pd-engine -n llama-demo --timeout=5m"
+    fi
+    echo "  hack/sandbox.sh down"
+    echo
+  }
+  if [[ $detach == 1 ]]; then
+    return 0
+  fi
+  log "running; Ctrl-C tears the sandbox down"
+  trap 'down; exit 0' INT TERM
+  while kill -0 "$(cat "$sandbox/omenative.pid")" 2>/dev/null; do sleep 1; done
+  log "omenative exited: $(tail -3 "$sandbox/omenative.log")"
+  down
+  return 1
+}
+
+case "${1:-}" in
+  "") start 0 || { log "the sandbox did not become Ready; tearing it down"; down; exit 1; } ;;
+  --detach) start 1 || { log "the sandbox is not Ready; it stays up for inspection (hack/sandbox.sh down)"; exit 1; } ;;
+  env) cluster env ;;
+  down) down ;;
+  -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+  *) die "unknown argument: $1 (use --detach, env or down)" ;;
+esac
