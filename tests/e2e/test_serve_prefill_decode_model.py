@@ -112,6 +112,16 @@ async def test_serve_a_prefill_decode_model(
             "llama-pd-engine-1-default-0": ("engine", "True"),
             "llama-pd-router-0-default-0": ("router", "True"),
         }
+        out = await kubectl("ome", "instance", "list", "llama-pd", "-n", NS)
+        listed = [(r["COMP"], r["IDX/INC"], r["PHASE"], r["PODS"], r["AOF"], r["EVIDENCE"])
+                  for r in table(out.stdout)]
+        ready = ("Ready", "1/1/1", "A--", "OK")
+        assert listed == [("engine", "0/1", *ready), ("engine", "1/1", *ready), ("decoder", "0/1", *ready),
+                          ("router", "0/1", *ready)]
+        out = await kubectl("ome", "instance", "status", "llama-pd", "0", "--component", "engine", "-n", NS)
+        status_fields = dict(line.split(None, 1) for line in out.stdout.splitlines()[1:] if " " in line)
+        assert status_fields["state"] == "Reported engine[0] evidence=OK"
+        assert "phase=Ready" in out.stdout and "llama-pd-engine-0-default-0" in out.stdout
         # Engine and decoder pods are on the node's network, so each has a node of its own.
         engine_decoder_nodes = [r["NODE"] for n, r in pods.items() if r["COMPONENT"] != "router"]
         assert len(set(engine_decoder_nodes)) == 3 and set(engine_decoder_nodes) <= set(gpu)

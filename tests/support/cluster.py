@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -95,9 +96,11 @@ class ControlPlane:
 
     def env(self) -> dict[str, str]:
         """An environment in which `kubectl` (the one we built) talks to this cluster."""
+        # kubectl finds the kubectl-ome plugin next to the Python running the tests.
+        scripts = Path(sys.executable).parent
         return os.environ | {
             "KUBECONFIG": str(self.kubeconfig),
-            "PATH": f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PATH": os.pathsep.join([str(self.bin_dir), str(scripts), os.environ.get("PATH", "")]),
         }
 
     async def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> KubectlResult:

@@ -1,21 +1,240 @@
-"""Entry point of the `kubectl-ome` plugin."""
+"""`kubectl ome`: read the Instances of an InferenceService's OMENative components.
+
+    kubectl ome instance list INFERENCESERVICE [-n NS] [-o table|json|yaml]
+    kubectl ome instance status INFERENCESERVICE INDEX --component COMPONENT [-n NS] [-o table|wide|json|yaml]
+    kubectl ome version
+
+The rows come from each component's InferenceReplica status (either encoding); `status` adds the live pods and their
+Warning events. Exit codes: 0 ok, 1 error. A synchronous client fits a command line.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from typing import Any, cast
+
+import yaml
 
 from omenative import __version__
+from omenative.api import constants as c
+from omenative.api.instance_status import decode_rows
+from omenative.api.types import InstanceStatus
+
+Obj = dict[str, Any]
+REPORT_VERSION = "cli.ome.io/v1alpha1"
+
+
+def shorten(value: str, width: int = 11) -> str:
+    return value if len(value) <= width else f"{value[:4]}...{value[-4:]}"
+
+
+def revisions(row: InstanceStatus) -> str:
+    running, target = row.running_revision or "", row.target_revision or ""
+    if running and target and running != target:
+        return f"{shorten(running, 5)}>{shorten(target, 5)}"
+    if not running and target:
+        return ">" + shorten(target, 10)
+    return shorten(running or target or "-")
+
+
+def flags(row: InstanceStatus) -> str:
+    admitted = (row.pod_count or 0) > 0
+    return ("A" if admitted else "-") + ("O" if row.operation else "-") + ("F" if row.last_failure else "-")
+
+
+def evidence(replica: Obj, rows: list[InstanceStatus]) -> str:
+    status = replica.get("status") or {}
+    generation = replica["metadata"].get("generation")
+    observed = status.get("observedGeneration")
+    if observed is None:
+        return "NOT-OBSERVED"
+    if observed != generation:
+        return f"STALE:{observed}/{generation}"
+    if not rows:
+        return "NOT-REPORTED" if status.get("replicas") else "EMPTY"
+    indexes = sorted(r.index or 0 for r in rows)
+    if len(set(indexes)) != len(indexes):
+        return "BAD:DUP-IDX"
+    return "SPARSE" if indexes != list(range(len(indexes))) else "OK"
+
+
+def component_order(replica: Obj) -> int:
+    component = (replica.get("spec") or {}).get("component") or ""
+    return c.COMPONENTS.index(component) if component in c.COMPONENTS else len(c.COMPONENTS)
+
+
+class Cluster:
+    """The few reads the plugin makes, through the synchronous Kubernetes client."""
+
+    def __init__(self, kubeconfig: str | None, context: str | None) -> None:
+        from kubernetes import client
+        from kubernetes import config as kube_config
+
+        config: Any = kube_config  # partly annotated upstream; used through Any
+        self.namespace = "default"
+        try:
+            config.load_kube_config(config_file=kubeconfig, context=context)
+            _, active = config.list_kube_config_contexts(config_file=kubeconfig)
+            chosen = next((x for x in config.list_kube_config_contexts(config_file=kubeconfig)[0]
+                           if x["name"] == context), active) if context else active
+            self.namespace = (chosen or {}).get("context", {}).get("namespace") or "default"
+        except config.ConfigException:
+            config.load_incluster_config()
+        self.custom = client.CustomObjectsApi()
+        self.core = client.CoreV1Api()
+
+    def replicas(self, namespace: str, isvc: str) -> list[Obj]:
+        found = cast(Obj, self.custom.list_namespaced_custom_object(
+            c.GROUP, c.VERSION, namespace, "inferencereplicas", label_selector=f"{c.LABEL_ISVC}={isvc}"))
+        return sorted(found.get("items") or [], key=component_order)
+
+    def pods(self, namespace: str, isvc: str, component: str, index: int) -> list[Obj]:
+        selector = f"{c.LABEL_ISVC}={isvc},{c.LABEL_COMPONENT}={component},{c.LABEL_INSTANCE_INDEX}={index}"
+        pods = self.core.list_namespaced_pod(namespace, label_selector=selector)
+        return [self.core.api_client.sanitize_for_serialization(p) for p in pods.items]
+
+    def warnings(self, namespace: str, pod: str) -> list[Obj]:
+        events = self.core.list_namespaced_event(
+            namespace, field_selector=f"involvedObject.name={pod},type=Warning")
+        return [self.core.api_client.sanitize_for_serialization(e) for e in events.items]
+
+
+def print_table(rows: list[list[str]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("   ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+
+
+def emit(report: Obj, output: str) -> None:
+    if output == "json":
+        print(json.dumps(report, indent=2))
+    else:
+        print(yaml.safe_dump(report, sort_keys=False), end="")
+
+
+def instance_list(cluster: Cluster, namespace: str, isvc: str, output: str) -> int:
+    table = [["COMP", "IDX/INC", "PHASE", "PODS", "REVS", "AOF", "EVIDENCE"]]
+    components = []
+    for replica in cluster.replicas(namespace, isvc):
+        component = (replica.get("spec") or {}).get("component") or "?"
+        rows = decode_rows(replica.get("status"))
+        level = evidence(replica, rows)
+        components.append({"component": component, "replica": replica["metadata"]["name"], "evidence": level,
+                           "instances": [r.to_dict() for r in rows]})
+        if not rows:
+            table.append([component, "-", "-", "-", "-", "-", level])
+        for row in rows:
+            pods = f"{row.serving_pod_count or 0}/{row.available_pod_count or 0}/{row.pod_count or 0}"
+            table.append([component, f"{row.index}/{row.incarnation or 1}", row.phase or "-", pods, revisions(row),
+                          flags(row), level])
+    if output == "table":
+        if len(table) == 1:
+            table.append(["-", "-", "-", "-", "-", "-", "UNAVAILABLE"])
+        print_table(table)
+    else:
+        emit({"apiVersion": REPORT_VERSION, "kind": "InstanceListReport", "inferenceService": isvc,
+              "namespace": namespace, "components": components}, output)
+    return 0
+
+
+def instance_status(cluster: Cluster, namespace: str, isvc: str, index: int, component: str, output: str) -> int:
+    replica = next((r for r in cluster.replicas(namespace, isvc)
+                    if (r.get("spec") or {}).get("component") == component), None)
+    fields: list[tuple[str, str]] = []
+    report: Obj = {"apiVersion": REPORT_VERSION, "kind": "InstanceStatusReport", "inferenceService": isvc,
+                   "namespace": namespace, "component": component, "index": index}
+    if replica is None:
+        fields.append(("state", f"NotProjected {component}[{index}]"))
+        report["state"] = "NotProjected"
+    else:
+        rows = decode_rows(replica.get("status"))
+        level = evidence(replica, rows)
+        encoding = (replica.get("status") or {}).get("instanceStatusEncoding") or "DenseV1"
+        row = next((r for r in rows if r.index == index), None)
+        state = "Reported" if row is not None else "Missing"
+        report.update(state=state, evidence=level, encoding=encoding)
+        fields.append(("state", f"{state} {component}[{index}] evidence={level}"))
+        fields.append(("deployment", f"mode=OMENative replica={replica['metadata']['name']}"))
+        fields.append(("encoding", f"name={encoding}"))
+        if row is not None:
+            report["instance"] = row.to_dict()
+            fields.append(("instance", f"{replica['metadata']['name']} inc={row.incarnation} phase={row.phase}"))
+            fields.append(("revisions", f"running={row.running_revision or '-'} target={row.target_revision or '-'}"))
+            fields.append(("persisted", f"pods={row.pod_count or 0} serving={row.serving_pod_count or 0} "
+                                        f"available={row.available_pod_count or 0}"))
+            for cond in row.conditions or []:
+                fields.append(("condition", f"{cond.type}={cond.status} reason={cond.reason or '-'}"))
+            if row.operation:
+                op = row.operation
+                fields.append(("operation", f"type={op.type} step={op.step} retries={op.retry_count or 0}"))
+                fields.append(("op target", f"revision={op.target_revision or '-'} reason={op.reason or '-'}"))
+                fields.append(("op timing", f"started={op.started_at or '-'} deadline={op.deadline or '-'}"))
+            if row.last_failure:
+                failure = row.last_failure
+                fields.append(("failure", f"pod={failure.pod_name or '-'} container={failure.container_name or '-'} "
+                                          f"reason={failure.reason or '-'} exit={failure.exit_code}"))
+                fields.append(("fail time", failure.time or "-"))
+        pods = cluster.pods(namespace, isvc, component, index)
+        report["pods"] = []
+        for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+            conditions = {x["type"]: x["status"] for x in (pod.get("status") or {}).get("conditions") or []}
+            restarts = sum(s.get("restartCount", 0) for s in (pod.get("status") or {}).get("containerStatuses") or [])
+            runner = (pod["metadata"].get("labels") or {}).get(c.LABEL_RUNNER, "-")
+            line = (f"{pod['metadata']['name']} {runner}/{(pod.get('status') or {}).get('phase', '-')} "
+                    f"ready={conditions.get('Ready', 'False')} serving={conditions.get(c.SERVING_GATE, 'False')} "
+                    f"restarts={restarts} node={(pod.get('spec') or {}).get('nodeName') or '-'} "
+                    f"deleting={'true' if pod['metadata'].get('deletionTimestamp') else 'false'}")
+            fields.append(("pod", line))
+            report["pods"].append(line)
+            for event in cluster.warnings(namespace, pod["metadata"]["name"]):
+                fields.append(("event", f"Pod/{pod['metadata']['name']} reason={event.get('reason')} "
+                                        f"count={event.get('count') or 1}"))
+    if output in ("table", "wide"):
+        width = None if output == "wide" else 64
+        print_table([["FIELD", "VALUE"]] + [[k, v if width is None or len(v) <= width else v[: width - 3] + "..."]
+                                           for k, v in fields])
+    else:
+        emit(report, output)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kubectl ome", description="Inspect OMENative InferenceServices.")
+    parser.add_argument("--kubeconfig", default=None)
+    parser.add_argument("--context", default=None)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("version", help="print the plugin version")
+    instance = sub.add_parser("instance", help="Instances of an InferenceService's OMENative components")
+    actions = instance.add_subparsers(dest="action", required=True)
+    listing = actions.add_parser("list", help="one row per Instance")
+    listing.add_argument("inferenceservice")
+    listing.add_argument("-n", "--namespace", default=None)
+    listing.add_argument("-o", "--output", default="table", choices=["table", "json", "yaml"])
+    status = actions.add_parser("status", help="one Instance, with its pods and Warning events")
+    status.add_argument("inferenceservice")
+    status.add_argument("index", type=int)
+    status.add_argument("--component", required=True, choices=list(c.COMPONENTS))
+    status.add_argument("-n", "--namespace", default=None)
+    status.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kubectl ome", description="Inspect OMENative InferenceServices.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("version", help="print the plugin version")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.command == "version":
         print(f"kubectl-ome {__version__}")
-    return 0
+        return 0
+    try:
+        cluster = Cluster(args.kubeconfig, args.context)
+        namespace = args.namespace or cluster.namespace
+        if args.action == "list":
+            return instance_list(cluster, namespace, args.inferenceservice, args.output)
+        return instance_status(cluster, namespace, args.inferenceservice, args.index, args.component, args.output)
+    except Exception as exc:  # a command line reports, it does not dump a trace
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
