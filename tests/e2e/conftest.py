@@ -13,35 +13,11 @@ import yaml
 from kubernetes_asyncio import client
 
 from tests.conftest import NodeFactory
-from tests.support.cluster import REPO, ControlPlane
-from tests.support.controller import ControllerProcess, free_port
+from tests.support.cluster import ControlPlane
+from tests.support.controller import ControllerProcess
 from tests.support.nodes import model_label
+from tests.support.omenative import install_crds, start_controller, stop_controller
 from tests.support.wait import wait_for
-
-# Grace periods shortened through configuration, so the lifecycle paths run in seconds (never by sleeping).
-FAST = ("--stuck-pod-grace-period", "20s", "--unschedulable-grace-period", "2m", "--workers", "2")
-
-
-async def install_crds(control_plane: ControlPlane) -> None:
-    await control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "manifests" / "crds"))
-    await control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                                "crd/inferenceservices.ome.io", "crd/inferencereplicas.ome.io",
-                                "crd/clusterservingruntimes.ome.io", "crd/clusterbasemodels.ome.io")
-
-
-async def start_controller(control_plane: ControlPlane, *args: str) -> ControllerProcess:
-    port = free_port()
-    process = ControllerProcess(control_plane, "--webhook-bind-address", f"127.0.0.1:{port}",
-                                "--webhook-url", f"https://127.0.0.1:{port}", *FAST, *args)
-    await process.start()
-    return process
-
-
-async def stop_controller(control_plane: ControlPlane, process: ControllerProcess) -> None:
-    await process.stop()
-    # The webhook configurations point at this process; leave none behind for the next tests.
-    await control_plane.kubectl("delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration",
-                                "omenative", "--ignore-not-found")
 
 
 @pytest_asyncio.fixture(scope="session")

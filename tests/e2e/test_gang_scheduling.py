@@ -16,11 +16,12 @@ import pytest_asyncio
 from kubernetes_asyncio import client
 
 from tests.conftest import NodeFactory, api_client_for, describe_namespace
-from tests.e2e.conftest import ModelAgent, install_crds, start_controller, stop_controller, write_yaml
+from tests.e2e.conftest import ModelAgent, write_yaml
 from tests.e2e.test_serve_multi_node_model import QWEN3_LEARNED
 from tests.support.catalog import CATALOG, MULTI_NODE_SEED, seed_yaml_blocks
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
+from tests.support.omenative import install_crds, start_controller, stop_controller
 from tests.support.wait import wait_for
 
 CONDITION = ('jsonpath={.status.components.engine.lifecycle.conditions[?(@.type=="GangSchedulingUnavailable")]'

@@ -69,11 +69,11 @@ class ControllerProcess:
     async def metrics(self) -> str:
         return await asyncio.to_thread(self._get, self.metrics_port, "/metrics")
 
-    async def metric(self, name: str, **labels: str) -> float:
+    async def metric(self, metric_name: str, **labels: str) -> float:
         """The value of one sample (0 when absent)."""
         text = await self.metrics()
         for line in text.splitlines():
-            if not line.startswith(name + "{") and not line.startswith(name + " "):
+            if not line.startswith(metric_name + "{") and not line.startswith(metric_name + " "):
                 continue
             found = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0])) if "{" in line else {}
             if all(found.get(k) == v for k, v in labels.items()):

@@ -84,7 +84,15 @@ class LeaderElector:
         while True:
             if await self._try_acquire_or_renew():
                 return
-            await self.clock.sleep(self.retry_period * (1 + random.random() * (JITTER - 1)))
+            delay = self.retry_period * (1 + random.random() * (JITTER - 1))
+            # Try again as soon as the holder's lease runs out, not up to a retry period later.
+            expires_in = self._observed_at + self._observed_duration() - self.clock.now()
+            if 0 < expires_in < delay:
+                delay = expires_in + 0.05
+            await self.clock.sleep(delay)
+
+    def _observed_duration(self) -> float:
+        return float((self._observed or {}).get("leaseDurationSeconds") or self.lease_duration)
 
     async def _renew_until_lost(self) -> None:
         while True:

@@ -1,0 +1,34 @@
+"""Installing omenative on a control plane and running it, shared by the integration and e2e tests."""
+
+from __future__ import annotations
+
+from tests.support.cluster import REPO, ControlPlane
+from tests.support.controller import ControllerProcess, free_port
+
+# Grace periods shortened through configuration, so the lifecycle paths run in seconds (never by sleeping).
+FAST = ("--stuck-pod-grace-period", "20s", "--unschedulable-grace-period", "2m", "--workers", "2")
+
+
+async def install_crds(control_plane: ControlPlane) -> None:
+    await control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "manifests" / "crds"))
+    await control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                                "crd/inferenceservices.ome.io", "crd/inferencereplicas.ome.io",
+                                "crd/clusterservingruntimes.ome.io", "crd/clusterbasemodels.ome.io")
+
+
+async def start_controller(control_plane: ControlPlane, *args: str, webhook: bool = True,
+                           name: str = "omenative") -> ControllerProcess:
+    extra: tuple[str, ...] = ()
+    if webhook:
+        port = free_port()
+        extra = ("--webhook-bind-address", f"127.0.0.1:{port}", "--webhook-url", f"https://127.0.0.1:{port}")
+    process = ControllerProcess(control_plane, *extra, *FAST, *args, name=name)
+    await process.start()
+    return process
+
+
+async def stop_controller(control_plane: ControlPlane, process: ControllerProcess) -> None:
+    await process.stop()
+    # The webhook configurations point at this process; leave none behind for the next tests.
+    await control_plane.kubectl("delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration",
+                                "omenative", "--ignore-not-found")
