@@ -20,9 +20,9 @@ from tests.support.omenative import install_crds, start_controller, stop_control
 from tests.support.wait import wait_for
 
 
-@pytest_asyncio.fixture(scope="session")
+@pytest_asyncio.fixture(scope="package")
 async def omenative(control_plane: ControlPlane) -> AsyncIterator[ControllerProcess]:
-    """omenative with its webhook, running against the session's control plane."""
+    """omenative with its webhook, for the end-to-end tests (stopped after them, so other tests run their own)."""
     await install_crds(control_plane)
     process = await start_controller(control_plane)
     yield process

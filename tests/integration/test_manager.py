@@ -52,7 +52,7 @@ async def test_one_leader_reconciles_the_standby_never_writes_and_a_killed_leade
     control_plane: ControlPlane, namespace: str,
 ) -> None:
     await install_crds(control_plane)
-    args = ("--leader-elect", "--leader-election-namespace", namespace)
+    args = ("--leader-elect", "--leader-election-namespace", namespace, "--namespace", namespace)
     first = await start_controller(control_plane, *args, webhook=False, name="first")
     second = await start_controller(control_plane, *args, webhook=False, name="second")
     processes = [first, second]
@@ -115,7 +115,7 @@ async def test_one_leader_reconciles_the_standby_never_writes_and_a_killed_leade
 async def test_sigterm_stops_cleanly_and_releases_the_lease(control_plane: ControlPlane, namespace: str) -> None:
     await install_crds(control_plane)
     process = await start_controller(control_plane, "--leader-elect", "--leader-election-namespace", namespace,
-                                     "--shutdown-grace-period", "10", webhook=False)
+                                     "--namespace", namespace, "--shutdown-grace-period", "10", webhook=False)
     try:
         await wait_for(lambda: leaders([process]), timeout=30, what="the process to lead")
     finally:

@@ -105,25 +105,28 @@ def _size(value: Any) -> int:
 def _shrink(columns: JSONDict) -> JSONDict:
     """Keeps the columnar encoding under MAX_STATUS_BYTES by shortening, then dropping, sparse entries."""
     entries: list[JSONDict] = columns.get("entries") or []
-    if _size(columns) <= MAX_STATUS_BYTES:
+    total = _size(columns)
+    if total <= MAX_STATUS_BYTES:
         return columns
     for entry in entries:
         failure = entry.get("lastFailure")
         if failure and len(failure.get("message") or "") > MAX_MESSAGE:
             failure["message"] = failure["message"][: MAX_MESSAGE - 3] + "..."
-    omitted = 0
-    # Drop what matters least first: Ready Instances with nothing in flight, highest index first.
+    sizes = [_size(e) + 1 for e in entries]  # +1 for the separating comma
+    total = _size(columns)
+    # Drop what matters least first: Ready Instances with nothing in flight, the oldest failures, highest index.
     order = sorted(range(len(entries)), key=lambda i: (
         "operation" in entries[i], entries[i].get("lastFailure", {}).get("time", ""), -entries[i]["index"]))
-    keep = set(range(len(entries)))
+    dropped: set[int] = set()
+    budget = MAX_STATUS_BYTES - 40  # room for the omittedEntries count
     for i in order:
-        if _size(columns) <= MAX_STATUS_BYTES:
+        if total <= budget:
             break
-        keep.discard(i)
-        omitted += 1
-        columns["entries"] = [entries[j] for j in sorted(keep)]
-    if omitted:
-        columns["omittedEntries"] = omitted
+        dropped.add(i)
+        total -= sizes[i]
+    if dropped:
+        columns["entries"] = [e for i, e in enumerate(entries) if i not in dropped]
+        columns["omittedEntries"] = len(dropped)
     return columns
 
 
