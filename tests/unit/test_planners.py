@@ -29,13 +29,13 @@ def pod(name: str, *, incarnation: int = 1, runner: str = "default", ordinal: in
         conditions.append({"type": "ome.io/serving", "status": "True" if gate else "False"})
     if unschedulable_since is not None:
         conditions.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                           "message": "0/4 nodes are available", "lastTransitionTime": format_time(unschedulable_since)})
-    status: Obj = {"type": "x"}
+                           "message": "0/4 nodes are available",
+                           "lastTransitionTime": format_time(unschedulable_since)})
     container: Obj = {"name": "ome-container", "restartCount": restarts,
                       "state": {"running": {}} if wedged is None else {"waiting": {"reason": wedged}}}
     if restarts:
         container["lastState"] = {"terminated": {"reason": reason, "exitCode": 137}}
-    status = {"phase": phase, "conditions": conditions, "containerStatuses": [container],
+    status: Obj = {"phase": phase, "conditions": conditions, "containerStatuses": [container],
               "podIP": "10.0.0.1" if phase == "Running" else None}
     meta: Obj = {"name": name, "uid": f"uid-{name}-{incarnation}", "creationTimestamp": format_time(created),
                  "labels": {"ome.io/instance-incarnation": str(incarnation), "ome.io/runner": runner,
@@ -59,11 +59,12 @@ def row(index: int, phase: str, incarnation: int = 1, **fields: Any) -> Instance
 
 def view(rows: list[InstanceStatus], pods: dict[int, list[PodFacts]], *, replicas: int = 1, multi: bool = True,
          policy: str | None = None, **fields: Any) -> replica.ReplicaView:
-    base: dict[str, Any] = dict(
-        component="engine", replicas=replicas, pods_per_instance=2 if multi else 1, update_revision="rev1",
-        restart_policy=policy or (replica.RECREATE if multi else "None"), ready_timeout=1800.0,
-        min_ready_seconds=0, max_unavailable=None, multi_pod=multi, podgroup_crd=True, rows=rows, pods=pods,
-        now=NOW, config=ControllerConfig(stuck_pod_grace_period="60s", unschedulable_grace_period="15m"))
+    base: dict[str, Any] = {
+        "component": "engine", "replicas": replicas, "pods_per_instance": 2 if multi else 1,
+        "update_revision": "rev1", "restart_policy": policy or (replica.RECREATE if multi else "None"),
+        "ready_timeout": 1800.0, "min_ready_seconds": 0, "max_unavailable": None, "multi_pod": multi,
+        "podgroup_crd": True, "rows": rows, "pods": pods, "now": NOW,
+        "config": ControllerConfig(stuck_pod_grace_period="60s", unschedulable_grace_period="15m")}
     base.update(fields)
     return replica.ReplicaView(**base)
 
@@ -119,7 +120,7 @@ def test_restarts_counted_before_ready_do_not_trigger_a_restart() -> None:
 
 def test_restart_completes_at_the_new_incarnation() -> None:
     restarting = row(0, "Restarting", incarnation=2)
-    pods = gang(0, incarnation=2) + [pod_facts(pod("s-engine-0-worker-0", incarnation=1, deleting=True))]
+    pods = [*gang(0, incarnation=2), pod_facts(pod("s-engine-0-worker-0", incarnation=1, deleting=True))]
     plan = replica.plan(view([restarting], {0: pods}))
     assert phases(plan) == {0: ("Ready", 2)}
     assert [e.reason for e in plan.events] == ["RestartCompleted"]
