@@ -3,7 +3,6 @@ stand-in for OME's model agent."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from kubernetes_asyncio import client
 from tests.conftest import NodeFactory
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
-from tests.support.nodes import model_label
+from tests.support.model_agent import ModelAgent
 from tests.support.omenative import install_crds, start_controller, stop_controller
 from tests.support.wait import wait_for
 
@@ -33,30 +32,6 @@ def write_yaml(folder: Path, name: str, obj: dict[str, Any]) -> str:
     path = folder / name
     path.write_text(yaml.safe_dump(obj, sort_keys=False))
     return str(path)
-
-
-class ModelAgent:
-    """Plays OME's model agent: after a 'download', it fills in what it read from the model's config.json, labels
-    the nodes that have the model Ready, and marks the model Ready."""
-
-    def __init__(self, api: client.ApiClient) -> None:
-        self.custom = client.CustomObjectsApi(api)
-        self.core = client.CoreV1Api(api)
-
-    async def downloaded(self, model: str, nodes: list[str], learned: dict[str, Any]) -> None:
-        await self.custom.patch_cluster_custom_object("ome.io", "v1beta1", "clusterbasemodels", model,
-                                                      {"spec": copy.deepcopy(learned)},
-                                                      _content_type="application/merge-patch+json")
-        label = model_label(model)
-        for node in (await self.core.list_node(label_selector=label)).items:
-            if node.metadata.name not in nodes:  # only these nodes have it
-                await self.core.patch_node(node.metadata.name, {"metadata": {"labels": {label: None}}})
-        for node in nodes:
-            await self.core.patch_node(node, {"metadata": {"labels": {label: "Ready"}}})
-        await self.custom.patch_cluster_custom_object_status(
-            "ome.io", "v1beta1", "clusterbasemodels", model,
-            {"status": {"state": "Ready", "lifecycle": "Ready", "nodesReady": sorted(nodes)}},
-            _content_type="application/merge-patch+json")
 
 
 @pytest_asyncio.fixture

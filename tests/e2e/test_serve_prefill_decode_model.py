@@ -172,6 +172,17 @@ async def test_serve_a_prefill_decode_model(
                   if "f:replicas" in (m["fieldsV1"].get("f:spec") or {})}
         assert owners == {("kube-controller-manager", "scale")}
 
+        # Troubleshooting: a fourth engine finds port 8080 taken on every node that has the model, and waits.
+        await kubectl("patch", "inferenceservice", "llama-pd", "-n", NS, "--type", "merge", "-p",
+                      '{"spec":{"engine":{"minReplicas":4,"maxReplicas":4}}}')
+
+        async def port_taken() -> str | None:
+            got = await kubectl("get", "pod", "llama-pd-engine-3-default-0", "-n", NS, "-o",
+                                'jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}', check=False)
+            return got.stdout if "didn't have free ports for the requested pod ports" in got.stdout else None
+
+        await wait_for(port_taken, timeout=90, what="the fourth engine Pending on port 8080", describe=describe)
+
         # Lowering it again removes the highest index first.
         await kubectl("patch", "inferenceservice", "llama-pd", "-n", NS, "--type", "merge", "-p",
                       '{"spec":{"engine":{"minReplicas":2,"maxReplicas":2}}}')

@@ -4,12 +4,18 @@ replaced, a standby never writes), clean shutdown on SIGTERM, and the metrics da
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime as dt
 import json
 from typing import Any
 
+from kubernetes_asyncio import client
+
+from tests.conftest import NodeFactory
+from tests.support.catalog import MULTI_NODE_SEED, seed_yaml_blocks
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
+from tests.support.model_agent import ModelAgent
 from tests.support.omenative import install_crds, start_controller
 from tests.support.wait import wait_for
 
@@ -125,3 +131,48 @@ async def test_sigterm_stops_cleanly_and_releases_the_lease(control_plane: Contr
     assert asyncio.get_running_loop().time() - started < 15
     assert (await lease(control_plane, namespace))["holderIdentity"] in ("", None)
     assert '"stopped"' in process.log_tail() or "stopped" in process.log_tail()
+
+
+async def test_a_fresh_controller_writes_nothing_when_nothing_changed(
+    control_plane: ControlPlane, namespace: str, sim_nodes: NodeFactory, api: client.ApiClient,
+) -> None:
+    """Every reconcile of a settled multi-node InferenceService (InferenceReplica, pods, gates, PodGroup, Services,
+    autoscaler, disruption budget, status) by a controller that just started with empty memory sends nothing."""
+    await install_crds(control_plane)
+    model, runtime_name = "zero-writes-model", "srt-zero-writes"
+    nodes = [await sim_nodes("gpu"), await sim_nodes("gpu")]
+    runtime, isvc, _ = copy.deepcopy(seed_yaml_blocks(MULTI_NODE_SEED))
+    runtime["metadata"]["name"] = runtime_name
+    isvc["metadata"] = {"name": "settled", "namespace": namespace}
+    isvc["spec"]["model"]["name"], isvc["spec"]["runtime"]["name"] = model, runtime_name
+    await control_plane.kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "ome.io/v1beta1", "kind": "ClusterBaseModel", "metadata": {"name": model},
+        "spec": {"storage": {"storageUri": "hf://org/model", "path": "/raid/models/org/model"}}}))
+    await ModelAgent(api).downloaded(model, nodes, {})
+    await control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(runtime))
+    args = ("--namespace", namespace)
+    first = await start_controller(control_plane, *args, webhook=False, name="first")
+    try:
+        await control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(isvc))
+        out = await control_plane.kubectl("wait", "--for=condition=Ready", "inferenceservice/settled", "-n",
+                                          namespace, "--timeout=90s", check=False)
+        assert out.returncode == 0, out.output + first.log_tail()
+        await first.stop()
+        second = await start_controller(control_plane, *args, webhook=False, name="second")
+        try:
+            async def settled() -> bool:
+                done = [await second.metric("controller_runtime_reconcile_total", controller=name, result="success")
+                        for name in ("inferenceservice", "inferencereplica", "instance")]
+                depth = [await second.metric("workqueue_depth", name=name)
+                         for name in ("inferenceservice", "inferencereplica", "instance")]
+                return all(done) and not any(depth)
+
+            await wait_for(settled, timeout=30, what="the new controller to reconcile everything once")
+            assert await second.writes() == 0, second.log_tail()
+        finally:
+            await second.stop()
+    finally:
+        await first.stop()
+        await control_plane.kubectl("delete", "inferenceservice", "settled", "-n", namespace, "--wait=false")
+        await control_plane.kubectl("delete", "clusterservingruntime", runtime_name, "--ignore-not-found")
+        await control_plane.kubectl("delete", "clusterbasemodel", model, "--ignore-not-found")
