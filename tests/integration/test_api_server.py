@@ -152,3 +152,17 @@ async def test_the_webhook_refuses_and_warns_through_kubectl(
         await control_plane.kubectl("delete", "clusterservingruntime", "srt-qwen3-0-6b-multi-node",
                                     "srt-llama-3-2-1b-instruct-pd", "--ignore-not-found")
         await control_plane.kubectl("delete", "clusterbasemodel", "llama-3-2-1b-instruct", "--ignore-not-found")
+
+
+async def test_the_deployment_manifests_are_valid(control_plane: ControlPlane) -> None:
+    """deploy/ (namespace, RBAC, Services, Deployment) passes the API server's validation."""
+    namespace = yaml.safe_load((Path(__file__).resolve().parents[2] / "deploy" / "namespace.yaml").read_text())
+    await control_plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(namespace))
+    try:
+        out = await control_plane.kubectl("apply", "--server-side", "--dry-run=server", "-k",
+                                          str(Path(__file__).resolve().parents[2] / "deploy"))
+        for kind in ("serviceaccount/omenative", "clusterrole.rbac.authorization.k8s.io/omenative",
+                     "service/omenative-webhook", "deployment.apps/omenative"):
+            assert f"{kind} serverside-applied (server dry run)" in out.stdout
+    finally:
+        await control_plane.kubectl("delete", "namespace", namespace["metadata"]["name"], "--wait=false")

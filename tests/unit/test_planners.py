@@ -271,3 +271,57 @@ def test_a_failed_podgroup_is_replaced_while_restarting() -> None:
     actions = instance.plan(instance_view("Restarting", [], podgroup=failed, incarnation=2))
     assert actions.delete_podgroup == failed and actions.create_pods == ()
     assert [e.reason for e in actions.events] == ["PodGroupReset"]
+
+
+# -- updates
+
+def outdated(index: int) -> InstanceStatus:
+    return InstanceStatus(index=index, phase="Ready", incarnation=1, target_revision="rev0", running_revision="rev0")
+
+
+def test_surge_then_drain_brings_a_whole_new_instance_up_before_the_old_one_drains() -> None:
+    rows = [outdated(0), outdated(1)]
+    pods = {0: gang(0), 1: gang(1)}
+    started = replica.plan(view(rows, pods, replicas=2, max_surge=1))
+    assert phases(started) == {0: ("Updating", 1), 1: ("Ready", 1), 2: ("Creating", 1)}
+    by_index = {r.index: r for r in started.rows}
+    assert by_index[0].operation is not None and by_index[0].operation.surge_index == 2
+    assert by_index[2].target_revision == "rev1" and by_index[2].operation is not None
+    assert by_index[2].operation.step == "GangSurgeTarget"
+    ready = next(c for c in started.conditions if c.type == "Ready")
+    assert (ready.status, ready.reason) == ("Unknown", "RolloutInProgress")
+
+    # The replacement serves: its source drains; the next outdated Instance starts its own surge.
+    up = replica.plan(view(started.rows, {**pods, 2: gang(2)}, replicas=2, max_surge=1))
+    assert phases(up) == {0: ("Deleting", 1), 1: ("Updating", 1), 2: ("Ready", 1), 3: ("Creating", 1)}
+    assert [e.reason for e in up.events] == ["InstanceReplaced"]
+
+
+def test_a_failed_surge_is_abandoned_and_the_source_keeps_serving() -> None:
+    source = attrs.evolve(outdated(0), phase="Updating", operation=InstanceOperation(
+        type="Update", step="Surge", surge_index=1))
+    target = InstanceStatus(index=1, phase="Creating", incarnation=1, target_revision="rev1",
+                            operation=InstanceOperation(type="Update", step="GangSurgeTarget"))
+    wedged = gang(1, wedged="ImagePullBackOff", gate=False, created=NOW - 120)
+    plan = replica.plan(view([source, target], {0: gang(0), 1: wedged}, replicas=1, max_surge=1))
+    assert phases(plan) == {0: ("Ready", 1), 1: ("Deleting", 1)}
+    assert [e.reason for e in plan.events] == ["InstanceFailed", "GangSurgeAbandoned"]
+    # ...the replacement's pods go, and the source waits out a backoff before surging again.
+    again = replica.plan(view(plan.rows, {0: gang(0)}, replicas=1, max_surge=1))
+    assert phases(again) == {0: ("Ready", 1)}
+    assert again.wake_in is not None and again.wake_in <= 60
+
+
+def test_recreate_pod_replaces_pods_in_place_paced_by_max_unavailable() -> None:
+    rows = [outdated(i) for i in range(3)]
+    pods = {i: gang(i) for i in range(3)}
+    plan = replica.plan(view(rows, pods, replicas=3, update_strategy="RecreatePod", max_unavailable=1))
+    assert phases(plan) == {0: ("Updating", 2), 1: ("Ready", 1), 2: ("Ready", 1)}
+    assert {r.index: r.target_revision for r in plan.rows} == {0: "rev1", 1: "rev0", 2: "rev0"}
+
+
+def test_in_place_only_is_refused_once_with_a_warning() -> None:
+    plan = replica.plan(view([outdated(0)], {0: gang(0)}, update_strategy="InPlaceOnly"))
+    assert phases(plan) == {0: ("Ready", 1)}
+    assert [e.reason for e in plan.events] == ["InPlaceUpdateNotPossible"]
+    assert replica.plan(view(plan.rows, {0: gang(0)}, update_strategy="InPlaceOnly")).events == []

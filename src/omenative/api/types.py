@@ -492,6 +492,7 @@ class InstanceOperation(Model):
     reason: str | None = field("reason", "Why it started.")
     waiting: str | None = field("waiting", "What holds it (Unschedulable, ...).")
     target_revision: str | None = field("targetRevision", "Revision the operation moves to.")
+    surge_index: int | None = field("surgeIndex", "Index of the Instance that replaces this one (SurgeThenDrain).")
 
 
 @attrs.define(kw_only=True)

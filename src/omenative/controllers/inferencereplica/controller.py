@@ -108,6 +108,8 @@ class InferenceReplicaController:
             now=ctx.wall_clock(),
             config=ctx.config,
             deleting=deleting,
+            update_strategy=((lifecycle.get("updateStrategy") or {}).get("type")) or "SurgeThenDrain",
+            max_surge=rolling.get("maxSurge", ctx.config.max_surge),
         )
         result = planner.plan(view)
 

@@ -53,6 +53,8 @@ class ReplicaView:
     pods: dict[int, list[PodFacts]]  # by Instance index, every pod (any incarnation, terminating too)
     now: float
     deleting: bool = False  # the InferenceReplica is being deleted: every Instance drains
+    update_strategy: str = "SurgeThenDrain"
+    max_surge: int | str | None = "25%"
     config: ControllerConfig = attrs.field(factory=ControllerConfig)
 
 
@@ -234,7 +236,15 @@ class _Planner:
         phase = row.phase
         if phase == DELETING:
             return row
-        if phase in (CREATING, RESTARTING):
+        if phase == UPDATING and row.operation is not None and row.operation.step == "Surge":
+            return row  # a surge source: settled with its replacement in `_settle_surges`
+        if phase == CREATING and row.target_revision != view.update_revision and \
+                (row.operation is None or row.operation.type == "Create"):
+            # Not up yet and already outdated: start it over on the new revision.
+            return attrs.evolve(row, incarnation=(row.incarnation or 1) + 1, target_revision=view.update_revision,
+                                operation=_operation("Create", "CreatePods", now, view.ready_timeout,
+                                                     view.update_revision, "new revision"))
+        if phase in (CREATING, RESTARTING, UPDATING):
             if facts.serving():
                 return self.ready(row, facts, restarted=phase == RESTARTING)
             return self.check_failure(row, facts) or row
@@ -258,8 +268,8 @@ class _Planner:
                 return attrs.evolve(row, phase=PENDING)
             return row
         if phase == PENDING:
-            return attrs.evolve(row, phase=CREATING, operation=_operation(
-                "Create", "CreatePods", now, view.ready_timeout, row.target_revision or "", "pods lost"))
+            return attrs.evolve(row, phase=CREATING, target_revision=view.update_revision, operation=_operation(
+                "Create", "CreatePods", now, view.ready_timeout, view.update_revision, "pods lost"))
         if phase == FAILED:
             if facts.serving():
                 return self.ready(row, facts, restarted=False)
@@ -272,9 +282,85 @@ class _Planner:
                 return row
             incarnation = (row.incarnation or 1) + 1
             return attrs.evolve(row, phase=CREATING, incarnation=incarnation, conditions=None,
+                                target_revision=view.update_revision,
                                 operation=_operation("Create", "CreatePods", now, view.ready_timeout,
                                                      view.update_revision, "retry after failure", retries))
         return row
+
+    # -- updates
+    def settle_surges(self, rows: dict[int, InstanceStatus]) -> None:
+        """A surge source is drained once its replacement is Ready; if the replacement fails, the surge is
+        abandoned: the replacement goes and the source keeps serving its revision."""
+        now = self.view.now
+        for index, source in list(rows.items()):
+            op = source.operation
+            if source.phase != UPDATING or op is None or op.step != "Surge" or op.surge_index is None:
+                continue
+            target = rows.get(op.surge_index)
+            if target is not None and target.phase == READY:
+                self.event("Normal", "InstanceReplaced", f"{self.prefix(source)} replaced by instance="
+                                                         f"{target.index} (revision={target.target_revision})")
+                rows[index] = attrs.evolve(source, phase=DELETING, operation=_operation(
+                    "Delete", "Drain", now, self.view.ready_timeout, source.target_revision or "",
+                    f"replaced by instance {target.index}"))
+            elif target is None or target.phase in (FAILED, DELETING):
+                reason = target.last_failure.reason if target is not None and target.last_failure else "gone"
+                self.event("Warning", "GangSurgeAbandoned", (
+                    f"{self.prefix(source)} abandoned the surge to instance={op.surge_index} ({reason}); it keeps "
+                    f"serving revision {source.running_revision}"))
+                failure = target.last_failure if target is not None and target.last_failure else \
+                    _failure(None, None, "SurgeAbandoned", None, "the replacement Instance failed", now)
+                rows[index] = attrs.evolve(source, phase=READY, operation=None, last_failure=failure)
+                if target is not None and target.phase != DELETING:
+                    rows[op.surge_index] = attrs.evolve(target, phase=DELETING, operation=_operation(
+                        "Delete", "Drain", now, self.view.ready_timeout, target.target_revision or "",
+                        "surge abandoned"))
+
+    def start_updates(self, rows: dict[int, InstanceStatus], taken: set[int]) -> None:
+        """Moves outdated Ready Instances to the update revision, paced by the update strategy's budget."""
+        view, now = self.view, self.view.now
+        outdated = [r for r in sorted(rows.values(), key=lambda r: r.index or 0)
+                    if r.phase == READY and (r.target_revision or r.running_revision) != view.update_revision]
+        if not outdated:
+            return
+        desired = max(view.replicas, 1)
+        if view.update_strategy == "InPlaceOnly":
+            for row in outdated:
+                marker = f"InPlaceUpdateNotPossible@{view.update_revision}"
+                if marker not in (row.announced or []):
+                    self.event("Warning", "InPlaceUpdateNotPossible", (
+                        f"{self.prefix(row)} rejected update: InPlaceOnly strategy but omenative updates by "
+                        "replacing pods; the Instance keeps its revision"))
+                    rows[row.index or 0] = attrs.evolve(row, announced=[*(row.announced or []), marker])
+            return
+        if view.update_strategy == "SurgeThenDrain":
+            budget = max(resolve_int_or_percent(view.max_surge, desired) or 0, 1)
+            in_flight = sum(1 for r in rows.values() if r.phase == UPDATING)
+            for row in outdated[: max(budget - in_flight, 0)]:
+                failed_at = parse_time(row.last_failure.time) if row.last_failure else None
+                if failed_at is not None and row.last_failure is not None and \
+                        row.last_failure.reason != "PodMissing" and now - failed_at < RETRY_BASE_SECONDS:
+                    self.wake_at(failed_at + RETRY_BASE_SECONDS)
+                    continue  # a surge of this Instance just failed: back off before trying again
+                target = _lowest_free(taken)
+                taken.add(target)
+                rows[target] = InstanceStatus(
+                    index=target, incarnation=1, phase=CREATING, target_revision=view.update_revision,
+                    operation=_operation("Update", "GangSurgeTarget", now, view.ready_timeout, view.update_revision,
+                                         f"replaces instance {row.index}"))
+                rows[row.index or 0] = attrs.evolve(row, phase=UPDATING, operation=attrs.evolve(
+                    _operation("Update", "Surge", now, view.ready_timeout, view.update_revision,
+                               f"surge to instance {target}"), surge_index=target))
+            return
+        # RecreatePod (and InPlaceIfPossible, which omenative carries out by recreating): paced by maxUnavailable.
+        budget = max(resolve_int_or_percent(view.max_unavailable, desired) or 0, 1) \
+            if view.max_unavailable is not None else 1
+        in_flight = sum(1 for r in rows.values() if r.phase == UPDATING)
+        for row in outdated[: max(budget - in_flight, 0)]:
+            rows[row.index or 0] = attrs.evolve(
+                row, phase=UPDATING, incarnation=(row.incarnation or 1) + 1, target_revision=view.update_revision,
+                restart_baseline=None, operation=_operation("Update", "Drain", now, view.ready_timeout,
+                                                            view.update_revision, "new revision"))
 
 
 def _lowest_free(taken: set[int]) -> int:
@@ -290,6 +376,11 @@ def _ready_condition(view: ReplicaView, rows: list[InstanceStatus], counts: Coun
     if any(r.phase == FAILED for r in rows):
         return Condition(type="Ready", status="False", reason="InstanceFailed",
                          message="At least one Instance has Phase=Failed", last_transition_time=now)
+    live = [r for r in rows if r.phase != DELETING]
+    if any(r.phase == UPDATING or (r.running_revision and r.running_revision != view.update_revision) for r in live):
+        return Condition(type="Ready", status="Unknown", reason="RolloutInProgress",
+                         message=f"Rolling out {view.update_revision} ({counts.updated}/{len(live)} Instances on "
+                                 "target)", last_transition_time=now)
     if desired == 0:
         return Condition(type="Ready", status="False", reason="NoReplicas",
                          message="InferenceReplica has no desired Instances", last_transition_time=now)
@@ -356,10 +447,18 @@ def plan(view: ReplicaView) -> ReplicaPlan:
             continue  # drained and gone
         next_rows[index] = planner.step(row, facts)
 
-    # Scale to the desired number of Instances (none while the replica itself is being deleted).
-    active = [r for r in next_rows.values() if r.phase != DELETING]
-    missing = (0 if view.deleting else view.replicas) - len(active)
+    # Updates: replacements that came up drain their sources; outdated Instances start moving.
+    planner.settle_surges(next_rows)
     taken = set(next_rows) | set(view.pods)
+    if not view.deleting:
+        planner.start_updates(next_rows, taken)
+
+    # Scale to the desired number of Instances (none while the replica itself is being deleted). A surge's
+    # replacement stands in for its source, so the pair counts once.
+    targets = {r.operation.surge_index for r in next_rows.values()
+               if r.phase == UPDATING and r.operation is not None and r.operation.surge_index is not None}
+    active = [r for r in next_rows.values() if r.phase != DELETING and r.index not in targets]
+    missing = (0 if view.deleting else view.replicas) - len(active)
     for _ in range(max(missing, 0)):
         index = _lowest_free(taken)
         taken.add(index)
@@ -368,8 +467,8 @@ def plan(view: ReplicaView) -> ReplicaPlan:
                                                   view.update_revision, "scale up"))
         next_rows[index] = row
     if missing < 0:
-        # Remove what serves least first: Instances not Ready, then the highest index.
-        victims = sorted(active, key=lambda r: (r.phase == READY, -(r.index or 0)))[: -missing]
+        # Remove what serves least first: Instances not Ready, then the highest index; a handover pair last.
+        victims = sorted(active, key=lambda r: (r.phase == UPDATING, r.phase == READY, -(r.index or 0)))[: -missing]
         reason = "teardown" if view.deleting else "scale down"
         for row in victims:
             next_rows[row.index or 0] = attrs.evolve(

@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from omenative.api import constants as c
-from omenative.controllers.inferencereplica.plan import CREATING, DELETING, READY, RESTARTING, Event
+from omenative.controllers.inferencereplica.plan import CREATING, DELETING, READY, RESTARTING, UPDATING, Event
 from omenative.observe.pods import PodFacts, pod_facts
 from omenative.render.pods import InstanceRef, render_pod, slots
 
@@ -82,7 +82,7 @@ def plan(view: InstanceView) -> InstanceActions:
 
     apply_podgroup = delete_podgroup = None
     podgroup_ready = True
-    if view.podgroup_intent is not None and view.phase in (CREATING, RESTARTING, READY):
+    if view.podgroup_intent is not None and view.phase in (CREATING, RESTARTING, UPDATING, READY):
         if view.podgroup is None:
             apply_podgroup = view.podgroup_intent
             podgroup_ready = False
@@ -108,7 +108,7 @@ def plan(view: InstanceView) -> InstanceActions:
         else:
             apply_podgroup = view.podgroup_intent  # keep it current (a no-op when it already is)
 
-    if view.phase in (CREATING, RESTARTING) and view.runners is not None:
+    if view.phase in (CREATING, RESTARTING, UPDATING) and view.runners is not None:
         by_name = {f.name: (pod, f) for pod, f in facts}
         default_ordinal = next((f.ordinal for _, f in current if f.runner == c.RUNNER_DEFAULT), 0)
         for slot in slots(view.runners, default_ordinal=default_ordinal):
@@ -125,7 +125,7 @@ def plan(view: InstanceView) -> InstanceActions:
                 creates.append(render_pod(ref, slot, view.runners))
 
     # The gang enters rotation together, once every pod's containers are ready.
-    if view.phase in (CREATING, RESTARTING, READY) and view.runners is not None:
+    if view.phase in (CREATING, RESTARTING, UPDATING, READY) and view.runners is not None:
         wanted = len(slots(view.runners))
         live: list[tuple[Obj, PodFacts]] = [(p, f) for p, f in current if not f.terminal]
         if len(live) >= wanted and all(f.containers_ready for _, f in live):

@@ -1,0 +1,79 @@
+"""An update by SurgeThenDrain, the default: when the runtime changes, each multi-node Instance is replaced by a
+whole new Instance that comes up and serves before the old one drains (the multi-node guide's lifecycle section)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from kubernetes_asyncio import client
+
+from tests.conftest import NodeFactory, describe_namespace
+from tests.e2e.conftest import ModelAgent, write_yaml
+from tests.e2e.test_serve_multi_node_model import QWEN3_LEARNED
+from tests.support.catalog import CATALOG, MULTI_NODE_SEED, seed_yaml_blocks
+from tests.support.cluster import ControlPlane
+from tests.support.controller import ControllerProcess
+from tests.support.wait import wait_for
+
+NEW_IMAGE = "docker.io/lmsysorg/sglang:v0.5.6-cu129-amd64"
+
+
+async def test_a_runtime_change_rolls_out_instance_by_instance_surging_first(
+    control_plane: ControlPlane, api: client.ApiClient, omenative: ControllerProcess, sim_nodes: NodeFactory,
+    model_agent: ModelAgent, namespace: str, tmp_path: Path,
+) -> None:
+    kubectl = control_plane.kubectl
+    nodes = [await sim_nodes("gpu"), await sim_nodes("gpu")]
+    await kubectl("apply", "-f", str(CATALOG / "models" / "Qwen" / "Qwen3-0.6B.yaml"))
+    await model_agent.downloaded("qwen3-0-6b", nodes, QWEN3_LEARNED)
+    runtime, _, isvc = copy.deepcopy(seed_yaml_blocks(MULTI_NODE_SEED))
+    runtime["metadata"]["name"] = "srt-rolling"
+    isvc["metadata"] = {"name": "rolling", "namespace": namespace}
+    isvc["spec"]["runtime"]["name"] = "srt-rolling"
+    describe = lambda: describe_namespace(api, namespace)  # noqa: E731
+    try:
+        await kubectl("apply", "-f", write_yaml(tmp_path, "rt.yaml", runtime))
+        await kubectl("apply", "-f", write_yaml(tmp_path, "isvc.yaml", isvc))
+        out = await kubectl("wait", "--for=condition=Ready", "inferenceservice/rolling", "-n", namespace,
+                            "--timeout=120s", check=False)
+        assert out.returncode == 0, out.output + await describe()
+        out = await kubectl("wait", "--for=jsonpath={.status.readyReplicas}=2", "inferencereplica/rolling-engine",
+                            "-n", namespace, "--timeout=120s", check=False)
+        assert out.returncode == 0, out.output + await describe()
+        before = json.loads((await kubectl("get", "inferencereplica", "rolling-engine", "-n", namespace, "-o",
+                                           "json")).stdout)["status"]
+
+        runtime["spec"]["engineConfig"]["leader"]["runner"]["image"] = NEW_IMAGE
+        runtime["spec"]["engineConfig"]["worker"]["runner"]["image"] = NEW_IMAGE
+        await kubectl("apply", "-f", write_yaml(tmp_path, "rt.yaml", runtime))
+
+        async def rolled_out() -> dict[str, object] | None:
+            got = json.loads((await kubectl("get", "inferencereplica", "rolling-engine", "-n", namespace, "-o",
+                                            "json")).stdout)["status"]
+            done = got["updateRevision"] != before["updateRevision"] and \
+                got.get("updatedReplicas") == 2 and got.get("readyReplicas") == 2 and got.get("replicas") == 2 and \
+                got["currentRevision"] == got["updateRevision"]
+            return got if done else None
+
+        after = await wait_for(rolled_out, timeout=180, what="both Instances replaced", describe=describe)
+        indexes = sorted(row["index"] for row in after["instanceStatuses"])
+        assert indexes == [2, 3]  # replacements take the lowest free indexes; the old ones are gone
+        pods = json.loads((await kubectl("get", "pods", "-n", namespace, "-o", "json")).stdout)["items"]
+        assert sorted(p["metadata"]["name"] for p in pods) == [
+            "rolling-engine-2-leader-0", "rolling-engine-2-worker-0", "rolling-engine-3-leader-0",
+            "rolling-engine-3-worker-0"]
+        assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {NEW_IMAGE}
+        replaced = await kubectl("get", "events", "-n", namespace, "--field-selector", "reason=InstanceReplaced",
+                                 "-o", 'jsonpath={range .items[*]}{.message}{"\\n"}{end}')
+        revision = str(after["updateRevision"]).rsplit("-", 1)[1]
+        assert sorted(replaced.stdout.splitlines()) == [
+            f"OMENative component=engine instance=0 replaced by instance=2 (revision={revision})",
+            f"OMENative component=engine instance=1 replaced by instance=3 (revision={revision})"]
+        out = await kubectl("get", "inferenceservice", "rolling", "-n", namespace, "-o",
+                            'jsonpath={.status.conditions[?(@.type=="Ready")].status}')
+        assert out.stdout == "True"
+    finally:
+        await kubectl("delete", "inferenceservice", "rolling", "-n", namespace, "--wait=false")
+        await kubectl("delete", "clusterservingruntime", "srt-rolling", "--ignore-not-found")
