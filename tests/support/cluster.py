@@ -56,6 +56,11 @@ class ControlPlane:
         assert match, f"hack/cluster.sh env printed no KUBECONFIG: {env!r}"
         return cls(name=name, kubeconfig=Path(match.group(1)), bin_dir=bin_dir())
 
+    @staticmethod
+    def discard(name: str) -> None:
+        """Removes the named cluster if it exists."""
+        subprocess.run(["bash", str(CLUSTER_SH), "down", "--name", name], check=True, capture_output=True)
+
     def down(self) -> None:
         subprocess.run(["bash", str(CLUSTER_SH), "down", "--name", self.name], check=True)
 
@@ -100,6 +105,8 @@ class ControlPlane:
         scripts = Path(sys.executable).parent
         return os.environ | {
             "KUBECONFIG": str(self.kubeconfig),
+            # A discovery cache per cluster: a new cluster on a reused port never sees an old one's resources.
+            "KUBECACHEDIR": str(self.workdir / "kubectl-cache"),
             "PATH": os.pathsep.join([str(self.bin_dir), str(scripts), os.environ.get("PATH", "")]),
         }
 
