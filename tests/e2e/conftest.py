@@ -12,6 +12,7 @@ import yaml
 from kubernetes_asyncio import client
 
 from tests.conftest import NodeFactory
+from tests.support.catalog import CATALOG
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
 from tests.support.model_agent import ModelAgent
@@ -39,8 +40,21 @@ async def model_agent(api: client.ApiClient) -> ModelAgent:
     return ModelAgent(api)
 
 
-async def gpu_nodes(sim_nodes: NodeFactory, count: int) -> list[str]:
-    return [await sim_nodes("gpu") for _ in range(count)]
+# What the model agent reads from Qwen3-0.6B's config.json.
+QWEN3_LEARNED = {
+    "modelFormat": {"name": "safetensors", "version": "1.0.0"},
+    "modelFramework": {"name": "transformers", "version": "4.51.0"},
+    "modelArchitecture": "Qwen3ForCausalLM",
+    "modelParameterSize": "0.6B",
+}
+
+
+async def qwen3_ready(control_plane: ControlPlane, sim_nodes: NodeFactory, model_agent: ModelAgent) -> list[str]:
+    """The guide's prerequisite: the catalog's qwen3-0-6b downloaded and Ready on two new GPU nodes."""
+    nodes = [await sim_nodes("gpu"), await sim_nodes("gpu")]
+    await control_plane.kubectl("apply", "-f", str(CATALOG / "models" / "Qwen" / "Qwen3-0.6B.yaml"))
+    await model_agent.downloaded("qwen3-0-6b", nodes, QWEN3_LEARNED)
+    return nodes
 
 
 async def wait_gone(control_plane: ControlPlane, namespace: str, kinds: str, selector: str,

@@ -16,8 +16,7 @@ import pytest_asyncio
 from kubernetes_asyncio import client
 
 from tests.conftest import NodeFactory, api_client_for, describe_namespace
-from tests.e2e.conftest import ModelAgent, write_yaml
-from tests.e2e.test_serve_multi_node_model import QWEN3_LEARNED
+from tests.e2e.conftest import ModelAgent, qwen3_ready, write_yaml
 from tests.support.catalog import CATALOG, MULTI_NODE_SEED, seed_yaml_blocks
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
@@ -46,9 +45,7 @@ async def test_a_gang_aware_scheduler_gets_podgroups_and_no_warning(
     model_agent: ModelAgent, namespace: str, tmp_path: Path,
 ) -> None:
     kubectl = control_plane.kubectl
-    nodes = [await sim_nodes("gpu"), await sim_nodes("gpu")]
-    await kubectl("apply", "-f", str(CATALOG / "models" / "Qwen" / "Qwen3-0.6B.yaml"))
-    await model_agent.downloaded("qwen3-0-6b", nodes, QWEN3_LEARNED)
+    await qwen3_ready(control_plane, sim_nodes, model_agent)
     runtime, isvc = seed("gang", namespace, schedulerName="scheduler-plugins-scheduler")
     await kubectl("apply", "-f", write_yaml(tmp_path, "rt.yaml", runtime))
     await kubectl("apply", "-f", write_yaml(tmp_path, "isvc.yaml", isvc))

@@ -12,22 +12,15 @@ from pathlib import Path
 from kubernetes_asyncio import client
 
 from tests.conftest import NodeFactory, describe_namespace
-from tests.e2e.conftest import ModelAgent, wait_gone, write_yaml
+from tests.e2e.conftest import ModelAgent, qwen3_ready, wait_gone, write_yaml
 from tests.support import faults
-from tests.support.catalog import CATALOG, MULTI_NODE_SEED, seed_yaml_blocks
+from tests.support.catalog import MULTI_NODE_SEED, seed_yaml_blocks
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
 from tests.support.wait import wait_for
 
 NS = "qwen3-multi-node"
 ISVC = "qwen3-multi-node"
-# What the model agent reads from Qwen3-0.6B's config.json.
-QWEN3_LEARNED = {
-    "modelFormat": {"name": "safetensors", "version": "1.0.0"},
-    "modelFramework": {"name": "transformers", "version": "4.51.0"},
-    "modelArchitecture": "Qwen3ForCausalLM",
-    "modelParameterSize": "0.6B",
-}
 
 
 def table(output: str) -> list[dict[str, str]]:
@@ -50,9 +43,7 @@ async def test_serve_a_multi_node_model(
     describe = lambda: describe_namespace(api, NS)  # noqa: E731
 
     # Before you begin: qwen3-0-6b downloaded and Ready on two amd64 nodes with free NVIDIA GPUs.
-    nodes = [await sim_nodes("gpu"), await sim_nodes("gpu")]
-    await kubectl("apply", "-f", str(CATALOG / "models" / "Qwen" / "Qwen3-0.6B.yaml"))
-    await model_agent.downloaded("qwen3-0-6b", nodes, QWEN3_LEARNED)
+    nodes = await qwen3_ready(control_plane, sim_nodes, model_agent)
     ready_nodes = await kubectl("get", "nodes", "-l", "models.ome.io/clusterbasemodel.qwen3-0-6b=Ready", "-o", "name")
     assert sorted(ready_nodes.stdout.split()) == sorted(f"node/{n}" for n in nodes)
 

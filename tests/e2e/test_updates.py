@@ -10,9 +10,8 @@ from pathlib import Path
 from kubernetes_asyncio import client
 
 from tests.conftest import NodeFactory, describe_namespace
-from tests.e2e.conftest import ModelAgent, write_yaml
-from tests.e2e.test_serve_multi_node_model import QWEN3_LEARNED
-from tests.support.catalog import CATALOG, MULTI_NODE_SEED, seed_yaml_blocks
+from tests.e2e.conftest import ModelAgent, qwen3_ready, write_yaml
+from tests.support.catalog import MULTI_NODE_SEED, seed_yaml_blocks
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
 from tests.support.wait import wait_for
@@ -25,9 +24,7 @@ async def test_a_runtime_change_rolls_out_instance_by_instance_surging_first(
     model_agent: ModelAgent, namespace: str, tmp_path: Path,
 ) -> None:
     kubectl = control_plane.kubectl
-    nodes = [await sim_nodes("gpu"), await sim_nodes("gpu")]
-    await kubectl("apply", "-f", str(CATALOG / "models" / "Qwen" / "Qwen3-0.6B.yaml"))
-    await model_agent.downloaded("qwen3-0-6b", nodes, QWEN3_LEARNED)
+    await qwen3_ready(control_plane, sim_nodes, model_agent)
     runtime, _, isvc = copy.deepcopy(seed_yaml_blocks(MULTI_NODE_SEED))
     runtime["metadata"]["name"] = "srt-rolling"
     isvc["metadata"] = {"name": "rolling", "namespace": namespace}

@@ -16,7 +16,15 @@ from omenative.kube.events import EventRecorder
 from omenative.kube.expectations import Expectations
 from omenative.kube.informers import Caches
 from omenative.kube.queue import WorkQueue
-from omenative.kube.resources import CRDS, PODGROUPS, Resource
+from omenative.kube.resources import (
+    BASE_MODELS,
+    CLUSTER_BASE_MODELS,
+    CLUSTER_SERVING_RUNTIMES,
+    CRDS,
+    PODGROUPS,
+    SERVING_RUNTIMES,
+    Resource,
+)
 
 Obj = dict[str, Any]
 
@@ -59,6 +67,21 @@ class Context:
 
     def by_index(self, resource: Resource, index: str, value: str) -> list[Obj]:
         return self.caches.store(resource).by_index(index, value)
+
+    def named(self, namespaced: Resource, cluster: Resource, namespace: str, name: str) -> tuple[Obj, bool] | None:
+        """A namespaced object of that name if there is one, else the cluster-scoped one (OME's lookup order for
+        runtimes and models, whatever `kind` the reference says): (object, namespaced) or None."""
+        obj = self.get(namespaced, namespace, name)
+        if obj is not None:
+            return obj, True
+        obj = self.get(cluster, None, name)
+        return (obj, False) if obj is not None else None
+
+    def runtime_named(self, namespace: str, name: str) -> tuple[Obj, bool] | None:
+        return self.named(SERVING_RUNTIMES, CLUSTER_SERVING_RUNTIMES, namespace, name)
+
+    def model_named(self, namespace: str, name: str) -> tuple[Obj, bool] | None:
+        return self.named(BASE_MODELS, CLUSTER_BASE_MODELS, namespace, name)
 
     def podgroup_crd_installed(self) -> bool:
         crd = self.get(CRDS, None, c.PODGROUP_CRD)

@@ -34,15 +34,7 @@ from omenative.api.validation import Context as Admission
 from omenative.api.validation import validate_inference_service
 from omenative.controllers.context import Context
 from omenative.kube.client import ApiError
-from omenative.kube.resources import (
-    BASE_MODELS,
-    CLUSTER_BASE_MODELS,
-    CLUSTER_SERVING_RUNTIMES,
-    MUTATING_WEBHOOKS,
-    SECRETS,
-    SERVING_RUNTIMES,
-    VALIDATING_WEBHOOKS,
-)
+from omenative.kube.resources import MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS
 from omenative.webhook.certs import Bundle, renew
 
 log = structlog.get_logger(__name__)
@@ -118,14 +110,8 @@ class WebhookServer:
         namespace = (obj.get("metadata") or {}).get("namespace") or ""
         runtime_name = (spec.get("runtime") or {}).get("name")
         model_name = (spec.get("model") or {}).get("name")
-        runtime = None
-        if runtime_name:
-            runtime = self.ctx.get(SERVING_RUNTIMES, namespace, runtime_name) or \
-                self.ctx.get(CLUSTER_SERVING_RUNTIMES, None, runtime_name)
-        model = None
-        if model_name:
-            model = self.ctx.get(BASE_MODELS, namespace, model_name) or \
-                self.ctx.get(CLUSTER_BASE_MODELS, None, model_name)
+        runtime = (self.ctx.runtime_named(namespace, runtime_name) or (None, False))[0] if runtime_name else None
+        model = (self.ctx.model_named(namespace, model_name) or (None, False))[0] if model_name else None
         return Admission(
             runtime_name=runtime_name if runtime else None,
             runtime=ServingRuntimeSpec.from_dict(runtime.get("spec") or {}) if runtime else None,

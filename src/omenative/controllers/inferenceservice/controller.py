@@ -18,8 +18,6 @@ from omenative.controllers.inferenceservice.status import build_status
 from omenative.kube.client import ApiError
 from omenative.kube.controller import Result, split_key
 from omenative.kube.resources import (
-    BASE_MODELS,
-    CLUSTER_BASE_MODELS,
     CLUSTER_SERVING_RUNTIMES,
     HPAS,
     INFERENCE_REPLICAS,
@@ -60,12 +58,11 @@ class InferenceServiceController:
         namespace = isvc["metadata"]["namespace"]
         if not name:
             return None, None
-        obj = self.ctx.get(BASE_MODELS, namespace, name)
-        namespaced = obj is not None
-        obj = obj or self.ctx.get(CLUSTER_BASE_MODELS, None, name)
-        if obj is None:
+        found = self.ctx.model_named(namespace, name)
+        if found is None:
             return None, ("ModelNotFound", f'model "{name}" not found: no BaseModel in namespace {namespace} and no '
                                            "ClusterBaseModel of that name")
+        obj, namespaced = found
         spec = BaseModelSpec.from_dict(obj.get("spec") or {})
         if spec.disabled:
             return None, ("ModelDisabled", f'model "{name}" is disabled')
@@ -77,12 +74,11 @@ class InferenceServiceController:
         namespace = isvc["metadata"]["namespace"]
         name = ref.get("name")
         if name:
-            obj = self.ctx.get(SERVING_RUNTIMES, namespace, name)
-            namespaced = obj is not None
-            obj = obj or self.ctx.get(CLUSTER_SERVING_RUNTIMES, None, name)
-            if obj is None:
+            found = self.ctx.runtime_named(namespace, name)
+            if found is None:
                 return None, ("RuntimeNotFound", f'runtime "{name}" not found in namespace {namespace} or at '
                                                  "cluster scope")
+            obj, namespaced = found
             if (obj.get("spec") or {}).get("disabled"):
                 scope = "namespace" if namespaced else "cluster"
                 return None, ("RuntimeDisabled", f"{scope}-scoped runtime {name} is disabled")
