@@ -84,8 +84,10 @@ class LeaderElector:
         while True:
             if await self._try_acquire_or_renew():
                 return
-            delay = self.retry_period * (1 + random.random() * (JITTER - 1))
-            # Try again as soon as the holder's lease runs out, not up to a retry period later.
+            # A standby checks twice per retry period: it judges the holder from when it *saw* the last renewal,
+            # so a shorter check bounds a dead leader's handover by lease + ~1.2 s instead of lease + 2.4 s.
+            delay = self.retry_period / 2 * (1 + random.random() * (JITTER - 1))
+            # Try again as soon as the holder's lease runs out, not up to a check later.
             expires_in = self._observed_at + self._observed_duration() - self.clock.now()
             if 0 < expires_in < delay:
                 delay = expires_in + 0.05
