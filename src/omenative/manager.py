@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -20,7 +21,6 @@ import structlog
 
 from omenative.api import constants as c
 from omenative.api.config import ControllerConfig
-from omenative.api.instance_status import decode_rows
 from omenative.controllers.context import (
     BY_INSTANCE,
     BY_ISVC,
@@ -28,8 +28,9 @@ from omenative.controllers.context import (
     BY_REPLICA,
     BY_RUNTIME,
     Context,
-    instance_key_of_pod,
-    replica_key_of_pod,
+    DecodedRows,
+    instance_key_of,
+    replica_key_of,
 )
 from omenative.controllers.inferencereplica.controller import InferenceReplicaController
 from omenative.controllers.inferenceservice.controller import InferenceServiceController
@@ -73,7 +74,12 @@ def _isvc_label_index(obj: Obj) -> list[str]:
     return [f"{meta.get('namespace')}/{isvc}"] if isvc else []
 
 
-def _pod_index(func: Any) -> IndexFunc:
+def _add(queue: WorkQueue[str], key: str | None) -> None:
+    if key:
+        queue.add(key)
+
+
+def _key_index(func: Callable[[Obj], str | None]) -> IndexFunc:
     def index(obj: Obj) -> list[str]:
         key = func(obj)
         return [key] if key else []
@@ -110,17 +116,17 @@ class _ReplicaEvents:
 
     def on_add(self, obj: Obj, initial: bool) -> None:
         self._common(obj)
-        self._instances(obj, {row.index for row in decode_rows(obj.get("status")) if row.index is not None})
+        self._instances(obj, set(self.m.rows.of(obj)))
 
     def on_update(self, old: Obj, new: Obj) -> None:
         self._common(new)
-        old_rows = {row.index: row.to_dict() for row in decode_rows(old.get("status"))}
-        new_rows = {row.index: row.to_dict() for row in decode_rows(new.get("status"))}
+        old_rows, new_rows = self.m.rows.of(old), self.m.rows.of(new)
+        indexes = old_rows.keys() | new_rows.keys()
         if old.get("metadata", {}).get("generation") != new.get("metadata", {}).get("generation"):
-            changed = set(old_rows) | set(new_rows)
+            changed = set(indexes)
         else:
-            changed = {i for i in set(old_rows) | set(new_rows) if old_rows.get(i) != new_rows.get(i)}
-        self._instances(new, {i for i in changed if i is not None})
+            changed = {i for i in indexes if old_rows.get(i) != new_rows.get(i)}
+        self._instances(new, changed)
 
     def on_delete(self, obj: Obj) -> None:
         self._common(obj)
@@ -131,20 +137,17 @@ class _PodEvents:
         self.m = manager
 
     def _enqueue(self, pod: Obj) -> None:
-        replica, instance = replica_key_of_pod(pod), instance_key_of_pod(pod)
-        if replica:
-            self.m.q_ir.add(replica)
-        if instance:
-            self.m.q_instance.add(instance)
+        _add(self.m.q_ir, replica_key_of(pod))
+        _add(self.m.q_instance, instance_key_of(pod))
 
     def on_add(self, obj: Obj, initial: bool) -> None:
-        instance = instance_key_of_pod(obj)
+        instance = instance_key_of(obj)
         if instance:
             self.m.expectations.creation_observed(instance, obj["metadata"]["name"])
         self._enqueue(obj)
 
     def on_update(self, old: Obj, new: Obj) -> None:
-        instance = instance_key_of_pod(new)
+        instance = instance_key_of(new)
         if instance and new["metadata"].get("deletionTimestamp"):
             self.m.expectations.deletion_observed(instance, new["metadata"].get("uid", ""))
         if old["metadata"].get("uid") != new["metadata"].get("uid") and instance:
@@ -153,7 +156,7 @@ class _PodEvents:
         self._enqueue(new)
 
     def on_delete(self, obj: Obj) -> None:
-        instance = instance_key_of_pod(obj)
+        instance = instance_key_of(obj)
         if instance:
             self.m.expectations.deletion_observed(instance, obj["metadata"].get("uid", ""))
         self._enqueue(obj)
@@ -167,6 +170,7 @@ class Manager:
         self.q_ir: WorkQueue[str] = WorkQueue("inferencereplica")
         self.q_instance: WorkQueue[str] = WorkQueue("instance")
         self.expectations = Expectations()
+        self.rows = DecodedRows()  # shared by the event handlers and the controllers
         self.stopping = asyncio.Event()
         self.controllers: list[Controller] = []
         self.elector: LeaderElector | None = None
@@ -178,7 +182,7 @@ class Manager:
         caches.add(r.INFERENCE_SERVICES, indexers={BY_RUNTIME: _runtime_index, BY_MODEL: _model_index})
         caches.add(r.INFERENCE_REPLICAS, indexers={BY_ISVC: _isvc_label_index})
         caches.add(r.PODS, label_selector=managed,
-                   indexers={BY_REPLICA: _pod_index(replica_key_of_pod), BY_INSTANCE: _pod_index(instance_key_of_pod)})
+                   indexers={BY_REPLICA: _key_index(replica_key_of), BY_INSTANCE: _key_index(instance_key_of)})
         for resource in (r.SERVICES, r.HPAS, r.PDBS, r.SERVICE_ACCOUNTS, r.ROLES, r.ROLE_BINDINGS,
                          r.CONTROLLER_REVISIONS):
             caches.add(resource, label_selector=c.LABEL_ISVC, indexers={BY_ISVC: _isvc_label_index})
@@ -199,21 +203,8 @@ class Manager:
         for resource in (r.SERVICES, r.HPAS, r.PDBS, r.SERVICE_ACCOUNTS, r.ROLES, r.ROLE_BINDINGS):
             caches.add_handler(resource, FuncHandler(by_isvc_label))
 
-        def revision_changed(obj: Obj) -> None:
-            labels = obj["metadata"].get("labels") or {}
-            if labels.get(c.LABEL_ISVC) and labels.get(c.LABEL_COMPONENT):
-                self.q_ir.add(f"{obj['metadata']['namespace']}/{labels[c.LABEL_ISVC]}-{labels[c.LABEL_COMPONENT]}")
-
-        caches.add_handler(r.CONTROLLER_REVISIONS, FuncHandler(revision_changed))
-
-        def podgroup_changed(obj: Obj) -> None:
-            labels = obj["metadata"].get("labels") or {}
-            isvc, comp, index = labels.get(c.LABEL_ISVC), labels.get(c.LABEL_COMPONENT), \
-                labels.get(c.LABEL_INSTANCE_INDEX)
-            if isvc and comp and index is not None:
-                self.q_instance.add(f"{obj['metadata']['namespace']}/{isvc}-{comp}/{index}")
-
-        caches.add_handler(r.PODGROUPS, FuncHandler(podgroup_changed))
+        caches.add_handler(r.CONTROLLER_REVISIONS, FuncHandler(lambda o: _add(self.q_ir, replica_key_of(o))))
+        caches.add_handler(r.PODGROUPS, FuncHandler(lambda o: _add(self.q_instance, instance_key_of(o))))
 
         def runtime_changed(obj: Obj) -> None:
             isvcs = caches.store(r.INFERENCE_SERVICES)
@@ -246,8 +237,8 @@ class Manager:
             for replica in ctx.caches.store(r.INFERENCE_REPLICAS).objects():
                 key = object_key(replica)
                 self.q_ir.add(key)
-                for row in decode_rows(replica.get("status")):
-                    self.q_instance.add(f"{key}/{row.index}")
+                for index in ctx.rows.of(replica):
+                    self.q_instance.add(f"{key}/{index}")
 
     # -- running
     async def run(self) -> int:
@@ -260,7 +251,7 @@ class Manager:
         recorder = EventRecorder(client)
         applier = Applier(client, lambda res, ns, name: caches.get(res, ns, name))
         ctx = Context(client=client, caches=caches, applier=applier, events=recorder,
-                      expectations=self.expectations, config=opts.config,
+                      expectations=self.expectations, config=opts.config, rows=self.rows,
                       queues={"inferenceservice": self.q_isvc, "inferencereplica": self.q_ir,
                               "instance": self.q_instance})
         self.ctx = ctx

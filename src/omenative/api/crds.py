@@ -148,5 +148,7 @@ def write(folder: Path) -> list[Path]:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2 or (len(sys.argv) == 2 and sys.argv[1].startswith("-")):
+        sys.exit("usage: python -m omenative.api.crds [FOLDER]  (writes the CRDs there; default manifests/crds)")
     for written in write(Path(sys.argv[1] if len(sys.argv) > 1 else "manifests/crds")):
         print(written)

@@ -12,12 +12,13 @@ from typing import Any
 
 from omenative.api import constants as c
 from omenative.api.config import ControllerConfig
-from omenative.api.units import InvalidValue, parse_duration
+from omenative.api.units import optional_duration
 
 JSONDict = dict[str, Any]
 
 RECREATE = "RecreateInstanceOnPodRestart"
 SURGE_THEN_DRAIN = "SurgeThenDrain"
+IN_PLACE_ONLY = "InPlaceOnly"
 ALL_POD_READY = "AllPodReady"
 
 
@@ -91,14 +92,17 @@ def default_component(component: JSONDict, name: str, config: ControllerConfig) 
     return out
 
 
+def ready_timeout(lifecycle: JSONDict, config: ControllerConfig) -> float | None:
+    """Seconds an Instance has to become ready: the lifecycle's instanceReadyTimeout, else the controller's; None
+    (no deadline) when neither is set or it is zero."""
+    return optional_duration(lifecycle.get("instanceReadyTimeout") or config.instance_ready_timeout) or None
+
+
 def gang_schedule_timeout(instance_ready_timeout: float | None, config: ControllerConfig) -> int | None:
     """A PodGroup's scheduleTimeoutSeconds: the ready timeout clamped to the controller's [min, max]
     (OME's gang-scheduling table); an invalid range counts as unset."""
-    try:
-        low = parse_duration(config.gang_schedule_timeout_min) if config.gang_schedule_timeout_min else None
-        high = parse_duration(config.gang_schedule_timeout_max) if config.gang_schedule_timeout_max else None
-    except InvalidValue:
-        low = high = None
+    low = optional_duration(config.gang_schedule_timeout_min)
+    high = optional_duration(config.gang_schedule_timeout_max)
     if low is None or high is None or low <= 0 or high <= 0 or low > high:
         return int(instance_ready_timeout) if instance_ready_timeout else None
     if instance_ready_timeout is None or instance_ready_timeout < low:

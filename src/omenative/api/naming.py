@@ -66,9 +66,8 @@ def namespaced_model_label(namespace: str, model: str) -> str:
 def longest_pod_name(isvc: str, component: str, max_index: int, workers: int) -> str:
     """The longest pod (host) name an Instance of this shape can get, for admission's length check.
 
-    A single-pod Instance alternates ordinals 0 and 1 across surge updates; a multi-pod one numbers its workers
-    from 0 ("leader" and "worker" are the same length).
+    A multi-pod one numbers its workers from 0 ("leader" and "worker" are the same length).
     """
     if workers:
         return pod_name(isvc, component, max_index, "worker", workers - 1)
-    return pod_name(isvc, component, max_index, "default", 1)
+    return pod_name(isvc, component, max_index, "default", 0)

@@ -195,23 +195,19 @@ def _type_schema(tp: Any, meta: FieldMeta | None, seen: tuple[type, ...]) -> dic
     return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 
 
+# FieldMeta attributes copied as they are into a field's OpenAPI schema.
+_VALUE_KEYWORDS = (("default", "default"), ("minimum", "minimum"), ("maximum", "maximum"), ("pattern", "pattern"),
+                   ("max_length", "maxLength"), ("format", "format"))
+
+
 def field_schema(meta: FieldMeta, tp: Any, seen: tuple[type, ...] = ()) -> dict[str, Any]:
     schema = _type_schema(tp, meta, seen)
     schema = {**schema, "description": meta.doc}
     if meta.enum is not None:
         schema["enum"] = list(meta.enum)
-    if meta.default is not None:
-        schema["default"] = meta.default
-    if meta.minimum is not None:
-        schema["minimum"] = meta.minimum
-    if meta.maximum is not None:
-        schema["maximum"] = meta.maximum
-    if meta.pattern is not None:
-        schema["pattern"] = meta.pattern
-    if meta.max_length is not None:
-        schema["maxLength"] = meta.max_length
-    if meta.format is not None:
-        schema["format"] = meta.format
+    for attribute, keyword in _VALUE_KEYWORDS:
+        if (value := getattr(meta, attribute)) is not None:
+            schema[keyword] = value
     if meta.list_map_keys is not None:
         schema["x-kubernetes-list-type"] = "map"
         schema["x-kubernetes-list-map-keys"] = list(meta.list_map_keys)

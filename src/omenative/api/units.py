@@ -30,6 +30,15 @@ def parse_duration(text: str) -> float:
     return total
 
 
+def optional_duration(text: str | None) -> float | None:
+    """Seconds in an optional setting: unset, empty or invalid reads as None (admission and the CLI report invalid
+    values; a controller pass must not fail on one)."""
+    try:
+        return parse_duration(str(text)) if text else None
+    except InvalidValue:
+        return None
+
+
 def format_duration(seconds: float) -> str:
     """A Go-style duration (1h0m0s), as Go prints them in messages."""
     whole = round(seconds)

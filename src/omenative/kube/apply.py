@@ -146,6 +146,29 @@ class Applier:
         self._remember(memo_key, digest, result)
         return result
 
+    async def create(self, resource: Resource, obj: Obj, *, field_manager: str | None = None) -> bool:
+        """Creates an object that must not overwrite one of the same name (a pod, a first InferenceReplica); False
+        when one already exists."""
+        self.writes += 1
+        try:
+            await self.client.create(resource, obj, obj["metadata"].get("namespace"),
+                                     field_manager=field_manager or self.field_manager)
+        except ApiError as exc:
+            if exc.already_exists:
+                return False
+            raise
+        return True
+
+    async def apply_partial_status(self, resource: Resource, body: Obj) -> None:
+        """Applies part of a status others write too (a pod condition): server-side apply merges it by key, so no
+        whole-status comparison; an object already gone is left alone."""
+        self.writes += 1
+        try:
+            await self.client.apply(resource, body, field_manager=self.field_manager, subresource="status")
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+
     async def delete(self, resource: Resource, obj: Obj, *, propagation_policy: str | None = None) -> bool:
         """Deletes this very object (UID precondition); False when it was already gone or replaced."""
         meta = obj["metadata"]

@@ -103,7 +103,6 @@ class Store:
         self._indices: dict[str, dict[str, set[str]]] = {name: {} for name in self.indexers}
         self._handlers: list[Handler] = []
         self.synced = False
-        self.resource_version = ""  # of the last list or event applied
         self._gauge = metrics.informer_objects.labels(resource=str(resource))
 
     # -- reading
@@ -157,7 +156,6 @@ class Store:
         old = self._items.get(key)
         self._items[key] = obj
         self._index(key, obj, old)
-        self.resource_version = resource_version_of(obj) or self.resource_version
         self._gauge.set(len(self._items))
         for handler in self._handlers:
             if old is None:
@@ -170,12 +168,11 @@ class Store:
         old = self._items.pop(key, None)
         last = old if old is not None else (self.transform(obj) if self.transform else obj)
         self._index(key, None, old)
-        self.resource_version = resource_version_of(obj) or self.resource_version
         self._gauge.set(len(self._items))
         for handler in self._handlers:
             handler.on_delete(last)
 
-    def replace(self, objs: list[Obj], resource_version: str, namespace: str | None = None) -> None:
+    def replace(self, objs: list[Obj], namespace: str | None = None) -> None:
         """Makes the store equal a fresh list: adds and updates what changed, deletes what vanished.
 
         With `namespace`, the list covered only that namespace (one reflector per watched namespace), and only its
@@ -193,5 +190,4 @@ class Store:
         scope = self._items if namespace is None else dict.fromkeys(self._indices[NAMESPACE_INDEX].get(namespace, ()))
         for key in [k for k in scope if k not in seen]:
             self.remove(self._items[key])
-        self.resource_version = resource_version
         self.synced = True

@@ -29,6 +29,7 @@ Obj = dict[str, Any]
 MAX_MESSAGE = 1024
 SPAM_BURST = 25
 SPAM_REFILL_SECONDS = 300.0
+MAX_BUCKETS = 10_000  # objects tracked by the spam filter before full buckets are forgotten
 
 
 @attrs.frozen
@@ -92,7 +93,15 @@ class EventRecorder:
             self._buckets[key] = (tokens, now)
             return False
         self._buckets[key] = (tokens - 1, now)
+        if len(self._buckets) > MAX_BUCKETS:
+            self._forget_full_buckets(now)
         return True
+
+    def _forget_full_buckets(self, now: float) -> None:
+        """Drops the buckets that have refilled: a missing bucket starts full, so nothing changes but memory."""
+        for key, (tokens, last) in list(self._buckets.items()):
+            if tokens + (now - last) / SPAM_REFILL_SECONDS >= SPAM_BURST:
+                del self._buckets[key]
 
     def start(self) -> None:
         if self._task is None:

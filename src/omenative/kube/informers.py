@@ -96,7 +96,7 @@ class Caches:
             return
         await informer.stop()
         store = self._stores[resource]
-        store.replace([], "")
+        store.replace([])
         store.synced = False
         fresh = Informer(self.client, store, namespaces=self.namespaces,
                          label_selector=informer.reflectors[0].label_selector,

@@ -59,7 +59,6 @@ class LeaderElector:
         self.lost = asyncio.Event()
         self._observed: Obj | None = None  # the lease spec last seen
         self._observed_at = 0.0  # our clock when it last changed
-        self._observed_rv = ""
         self._gauge = metrics.leader_election_master_status.labels(name=name)
         self._gauge.set(0)
 
@@ -146,9 +145,8 @@ class LeaderElector:
         if spec != self._observed:
             self._observe(lease)
         holder = spec.get("holderIdentity") or ""
-        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
         held_by_other = holder not in ("", self.identity)
-        if held_by_other and self.clock.now() < self._observed_at + duration:
+        if held_by_other and self.clock.now() < self._observed_at + self._observed_duration():
             return False  # another candidate holds a lease that has not expired yet
 
         transitions = int(spec.get("leaseTransitions") or 0)
@@ -172,7 +170,6 @@ class LeaderElector:
     def _observe(self, lease: Obj) -> None:
         self._observed = lease.get("spec") or {}
         self._observed_at = self.clock.now()
-        self._observed_rv = str(lease.get("metadata", {}).get("resourceVersion", ""))
 
     async def release(self) -> None:
         """Gives the lease up so a successor need not wait it out; only ever called after reconciles stopped."""

@@ -129,7 +129,7 @@ class Reflector:
                                                field_selector=self.field_selector, page_size=self.page_size)
         self.lists += 1
         metrics.informer_relists_total.labels(resource=str(self.resource)).inc()
-        self.store.replace(items, rv, self.namespace)
+        self.store.replace(items, self.namespace)
         self.last_resource_version = rv
 
     async def watch_until_gone(self) -> None:
@@ -168,7 +168,6 @@ class Reflector:
             return
         if rv:
             self.last_resource_version = rv
-            self.store.resource_version = rv
 
 
 class Informer:

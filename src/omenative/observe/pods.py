@@ -56,7 +56,6 @@ class PodFacts:
     name: str
     uid: str
     runner: str
-    ordinal: int
     incarnation: int
     revision: str
     node: str | None
@@ -129,7 +128,6 @@ def pod_facts(pod: Obj) -> PodFacts:
         name=meta.get("name", ""),
         uid=meta.get("uid", ""),
         runner=values.get(c.LABEL_RUNNER, c.RUNNER_DEFAULT),
-        ordinal=_int_label(values, c.LABEL_POD_ORDINAL),
         incarnation=_int_label(values, c.LABEL_INCARNATION, 1),
         revision=values.get(c.LABEL_REVISION_HASH, ""),
         node=(pod.get("spec") or {}).get("nodeName"),

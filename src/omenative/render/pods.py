@@ -45,13 +45,13 @@ class PodSlot:
         return naming.pod_name(ref.isvc, ref.component, ref.index, self.runner, self.ordinal)
 
 
-def slots(runners: list[JSONDict], *, default_ordinal: int = 0) -> list[PodSlot]:
-    """The pods of one Instance. A single-pod Instance's pod takes ordinal 0 or 1 (alternating on surge updates)."""
+def slots(runners: list[JSONDict]) -> list[PodSlot]:
+    """The pods of one Instance: `leader-0` and `worker-0..size-1`, or `default-0`."""
     by_name = {r["name"]: r for r in runners}
     if c.RUNNER_LEADER in by_name:
         workers = int(by_name.get(c.RUNNER_WORKER, {}).get("size") or 0)
         return [PodSlot(c.RUNNER_LEADER, 0, 0)] + [PodSlot(c.RUNNER_WORKER, k, k + 1) for k in range(workers)]
-    return [PodSlot(c.RUNNER_DEFAULT, default_ordinal, 0)]
+    return [PodSlot(c.RUNNER_DEFAULT, 0, 0)]
 
 
 def instance_env(ref: InstanceRef, slot: PodSlot, runners: list[JSONDict]) -> list[JSONDict]:
@@ -138,5 +138,10 @@ def render_pod(ref: InstanceRef, slot: PodSlot, runners: list[JSONDict]) -> JSON
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
-def render_instance(ref: InstanceRef, runners: list[JSONDict], *, default_ordinal: int = 0) -> list[JSONDict]:
-    return [render_pod(ref, slot, runners) for slot in slots(runners, default_ordinal=default_ordinal)]
+def pod_count(runners: list[JSONDict]) -> int:
+    """Pods per Instance (a multi-pod Instance's PodGroup minMember)."""
+    return len(slots(runners))
+
+
+def render_instance(ref: InstanceRef, runners: list[JSONDict]) -> list[JSONDict]:
+    return [render_pod(ref, slot, runners) for slot in slots(runners)]

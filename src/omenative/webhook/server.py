@@ -104,6 +104,14 @@ class WebhookServer:
         self._rotation: asyncio.Task[None] | None = None
         self.bound: tuple[str, int] | None = None
 
+    @property
+    def service(self) -> tuple[str, str] | None:
+        """(namespace, name) of the Service in front of the webhook, in a cluster."""
+        if not self.options.service:
+            return None
+        namespace, name = self.options.service.split("/", 1)
+        return namespace, name
+
     # -- admission
     def admission_context(self, obj: Obj) -> Admission:
         spec = obj.get("spec") or {}
@@ -158,16 +166,16 @@ class WebhookServer:
 
     # -- TLS and registration
     def hosts(self) -> list[str]:
-        if self.options.service:
-            namespace, name = self.options.service.split("/", 1)
+        if self.service:
+            namespace, name = self.service
             return [f"{name}.{namespace}.svc", name, f"{name}.{namespace}", f"{name}.{namespace}.svc.cluster.local"]
         host = urlparse(self.options.url or "https://127.0.0.1").hostname or "127.0.0.1"
         return [host]
 
     def client_config(self, path: str) -> Obj:
         ca = base64.b64encode(self.bundle.ca_cert if self.bundle else b"").decode()
-        if self.options.service:
-            namespace, name = self.options.service.split("/", 1)
+        if self.service:
+            namespace, name = self.service
             port = int(self.options.bind_address.rpartition(":")[2])
             return {"service": {"namespace": namespace, "name": name, "path": path, "port": port}, "caBundle": ca}
         return {"url": (self.options.url or "").rstrip("/") + path, "caBundle": ca}
@@ -200,8 +208,8 @@ class WebhookServer:
         return validating, mutating
 
     async def _load_bundle(self) -> Bundle | None:
-        if self.options.service:
-            namespace, name = self.options.service.split("/", 1)
+        if self.service:
+            namespace, name = self.service
             try:
                 secret = await self.ctx.client.get(SECRETS, f"{name}-certs", namespace)
             except ApiError as exc:
@@ -215,9 +223,9 @@ class WebhookServer:
         return None
 
     async def _store_bundle(self, bundle: Bundle) -> None:
-        files = {"ca.crt": bundle.ca_cert, "ca.key": bundle.ca_key, "tls.crt": bundle.cert, "tls.key": bundle.key}
-        if self.options.service:
-            namespace, name = self.options.service.split("/", 1)
+        files = dict(zip(BUNDLE_FILES, attrs.astuple(bundle), strict=True))
+        if self.service:
+            namespace, name = self.service
             secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                       "metadata": {"name": f"{name}-certs", "namespace": namespace},
                       "data": {k: base64.b64encode(v).decode() for k, v in files.items()}}

@@ -10,15 +10,17 @@ import structlog
 from omenative.api import constants as c
 from omenative.api import naming
 from omenative.api.conditions import settle
-from omenative.api.instance_status import decode_rows, encode_rows
-from omenative.api.units import InvalidValue, parse_duration
-from omenative.controllers.context import BY_REPLICA, Context
+from omenative.api.defaults import RECREATE, SURGE_THEN_DRAIN, ready_timeout
+from omenative.api.instance_status import encode_rows
+from omenative.api.units import optional_duration
+from omenative.controllers.context import BY_ISVC, BY_REPLICA, Context
 from omenative.controllers.inferencereplica import plan as planner
 from omenative.kube.client import JSON_PATCH, ApiError
 from omenative.kube.controller import Result, split_key
 from omenative.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS, INFERENCE_SERVICES, PODS
 from omenative.observe.pods import PodFacts, parse_time, pod_facts
 from omenative.render import objects
+from omenative.render.pods import pod_count
 
 log = structlog.get_logger(__name__)
 Obj = dict[str, Any]
@@ -29,29 +31,8 @@ def desired_replicas(ir: Obj) -> int:
     return int(replicas) if replicas else 1  # nil or 0 runs one Instance
 
 
-def pods_per_instance(runners: list[Obj]) -> int:
-    return sum(int(r.get("size") or 1) for r in runners)
-
-
 def label_selector(isvc: str, component: str) -> str:
     return objects.label_selector_string(objects.pod_selector(isvc, component))
-
-
-def _seconds(text: str | None) -> float | None:
-    try:
-        return parse_duration(text) if text else None
-    except InvalidValue:
-        return None
-
-
-def ready_timeout(lifecycle: Obj, fallback: str | None) -> float | None:
-    text = lifecycle.get("instanceReadyTimeout") or fallback
-    if not text:
-        return None
-    try:
-        return parse_duration(str(text)) or None
-    except InvalidValue:
-        return None
 
 
 class InferenceReplicaController:
@@ -95,20 +76,20 @@ class InferenceReplicaController:
         view = planner.ReplicaView(
             component=component,
             replicas=desired_replicas(ir),
-            pods_per_instance=pods_per_instance(runners),
+            pods_per_instance=pod_count(runners),
             update_revision=revision,
-            restart_policy=lifecycle.get("restartPolicy") or (planner.RECREATE if multi else "None"),
-            ready_timeout=ready_timeout(lifecycle, ctx.config.instance_ready_timeout),
+            restart_policy=lifecycle.get("restartPolicy") or (RECREATE if multi else "None"),
+            ready_timeout=ready_timeout(lifecycle, ctx.config),
             min_ready_seconds=int(spec.get("minReadySeconds") or 0),
             max_unavailable=rolling.get("maxUnavailable"),
             multi_pod=multi,
             podgroup_crd=crd,
-            rows=decode_rows(ir.get("status")),
+            rows=list(ctx.rows.of(ir).values()),
             pods=pods,
             now=ctx.wall_clock(),
             config=ctx.config,
             deleting=deleting,
-            update_strategy=((lifecycle.get("updateStrategy") or {}).get("type")) or "SurgeThenDrain",
+            update_strategy=((lifecycle.get("updateStrategy") or {}).get("type")) or SURGE_THEN_DRAIN,
             max_surge=rolling.get("maxSurge", ctx.config.max_surge),
         )
         result = planner.plan(view)
@@ -144,7 +125,7 @@ class InferenceReplicaController:
             await self._release(ir)
             return None
         since = parse_time(ir["metadata"].get("deletionTimestamp"))
-        deadline = _seconds(self.ctx.config.teardown_deadline)
+        deadline = optional_duration(self.ctx.config.teardown_deadline)
         if since is not None and deadline is not None:
             remaining = since + deadline - self.ctx.wall_clock()
             if remaining <= 0:
@@ -175,16 +156,10 @@ class InferenceReplicaController:
         namespace = ir["metadata"]["namespace"]
         if ctx.get(CONTROLLER_REVISIONS, namespace, naming.revision_name(isvc, component, revision)) is not None:
             return
-        siblings = [r for r in ctx.caches.store(CONTROLLER_REVISIONS).objects()
-                    if r["metadata"].get("namespace") == namespace and
-                    (r["metadata"].get("labels") or {}).get(c.LABEL_ISVC) == isvc and
-                    (r["metadata"].get("labels") or {}).get(c.LABEL_COMPONENT) == component]
+        siblings = [r for r in ctx.by_index(CONTROLLER_REVISIONS, BY_ISVC, f"{namespace}/{isvc}")
+                    if (r["metadata"].get("labels") or {}).get(c.LABEL_COMPONENT) == component]
         number = max((int(r.get("revision") or 0) for r in siblings), default=0) + 1
         body = objects.controller_revision(isvc=isvc, namespace=namespace, component=component,
                                            owner=objects.owner_reference(ir), revision=revision, number=number,
                                            runners=runners)
-        try:
-            await ctx.client.create(CONTROLLER_REVISIONS, body, namespace, field_manager=c.FIELD_MANAGER)
-        except ApiError as exc:
-            if not exc.already_exists:
-                raise
+        await ctx.applier.create(CONTROLLER_REVISIONS, body)

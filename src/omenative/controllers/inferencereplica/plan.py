@@ -19,13 +19,13 @@ import attrs
 
 from omenative.api import constants as c
 from omenative.api.config import ControllerConfig
+from omenative.api.defaults import IN_PLACE_ONLY, RECREATE, SURGE_THEN_DRAIN
 from omenative.api.types import Condition, InstanceOperation, InstanceStatus, LastFailure
-from omenative.api.units import InvalidValue, parse_duration, resolve_int_or_percent
+from omenative.api.units import optional_duration, resolve_int_or_percent
 from omenative.observe.pods import PodFacts, format_time, parse_time
 
 CREATING, READY, RESTARTING, PENDING, FAILED, DELETING, UPDATING = (
     "Creating", "Ready", "Restarting", "Pending", "Failed", "Deleting", "Updating")
-RECREATE = "RecreateInstanceOnPodRestart"
 RETRY_BASE_SECONDS = 60.0
 RETRY_MAX_SECONDS = 600.0
 
@@ -53,7 +53,7 @@ class ReplicaView:
     pods: dict[int, list[PodFacts]]  # by Instance index, every pod (any incarnation, terminating too)
     now: float
     deleting: bool = False  # the InferenceReplica is being deleted: every Instance drains
-    update_strategy: str = "SurgeThenDrain"
+    update_strategy: str = SURGE_THEN_DRAIN
     max_surge: int | str | None = "25%"
     config: ControllerConfig = attrs.field(factory=ControllerConfig)
 
@@ -76,15 +76,6 @@ class ReplicaPlan:
     conditions: list[Condition]
     events: list[Event]
     wake_in: float | None  # seconds until a deadline or grace period may change the plan
-
-
-def _grace(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return parse_duration(text)
-    except InvalidValue:
-        return None
 
 
 @attrs.frozen
@@ -165,9 +156,10 @@ class _Planner:
                 return message, _failure(pod, restart.container, restart.reason, restart.exit_code, message, now)
         return None
 
-    def wedged(self, facts: InstanceFacts) -> tuple[PodFacts, str, str, str] | None:
-        """A pod stuck waiting (CrashLoopBackOff, ImagePullBackOff, ...) longer than the stuck-pod grace."""
-        grace = _grace(self.view.config.stuck_pod_grace_period)
+    def wedged(self, facts: InstanceFacts) -> tuple[str, LastFailure] | None:
+        """A pod stuck waiting (CrashLoopBackOff, ImagePullBackOff, ...) longer than the stuck-pod grace: the
+        message and the failure to record."""
+        grace = optional_duration(self.view.config.stuck_pod_grace_period)
         if grace is None:
             return None
         for pod in facts.pods:
@@ -175,13 +167,14 @@ class _Planner:
                 continue
             since = pod.created if pod.created is not None else self.view.now
             if self.view.now - since >= grace:
-                container, reason, message = pod.wedged
-                return pod, container, reason, message
+                container, reason, detail = pod.wedged
+                message = f"pod {pod.name} container {container} wedged in {reason} past the stuck-pod grace"
+                return message, _failure(pod, container, reason, None, detail or message, self.view.now)
             self.wake_at(since + grace)
         return None
 
     def unschedulable(self, facts: InstanceFacts) -> PodFacts | None:
-        grace = _grace(self.view.config.unschedulable_grace_period)
+        grace = optional_duration(self.view.config.unschedulable_grace_period)
         for pod in facts.pods:
             if pod.unschedulable_since is None:
                 continue
@@ -208,9 +201,8 @@ class _Planner:
             return None  # an Instance serving at full count is never failed
         stuck = self.wedged(facts)
         if stuck is not None:
-            pod, container, reason, detail = stuck
-            message = f"pod {pod.name} container {container} wedged in {reason} past the stuck-pod grace"
-            return self.fail(row, _failure(pod, container, reason, None, detail or message, now), message)
+            message, failure = stuck
+            return self.fail(row, failure, message)
         refused = self.unschedulable(facts)
         if refused is not None:
             message = f"pod {refused.name} unschedulable: {refused.unschedulable_message or 'no node fits'}"
@@ -249,12 +241,8 @@ class _Planner:
                 return self.ready(row, facts, restarted=phase == RESTARTING)
             return self.check_failure(row, facts) or row
         if phase == READY:
-            cause = self.restart_cause(row, facts) if view.restart_policy == RECREATE else None
-            stuck = self.wedged(facts)
-            if cause is None and stuck is not None:
-                pod, container, reason, detail = stuck
-                message = f"pod {pod.name} container {container} wedged in {reason} past the stuck-pod grace"
-                cause = (message, _failure(pod, container, reason, None, detail or message, now))
+            stuck = self.wedged(facts)  # asked even when another cause wins: it also schedules the next look
+            cause = (self.restart_cause(row, facts) if view.restart_policy == RECREATE else None) or stuck
             if cause is not None:
                 message, failure = cause
                 incarnation = (row.incarnation or 1) + 1
@@ -287,6 +275,11 @@ class _Planner:
                                                      view.update_revision, "retry after failure", retries))
         return row
 
+    def delete(self, row: InstanceStatus, reason: str) -> InstanceStatus:
+        """The Instance drains and goes (its pods leave rotation first)."""
+        return attrs.evolve(row, phase=DELETING, operation=_operation(
+            "Delete", "Drain", self.view.now, self.view.ready_timeout, row.target_revision or "", reason))
+
     # -- updates
     def settle_surges(self, rows: dict[int, InstanceStatus]) -> None:
         """A surge source is drained once its replacement is Ready; if the replacement fails, the surge is
@@ -300,9 +293,7 @@ class _Planner:
             if target is not None and target.phase == READY:
                 self.event("Normal", "InstanceReplaced", f"{self.prefix(source)} replaced by instance="
                                                          f"{target.index} (revision={target.target_revision})")
-                rows[index] = attrs.evolve(source, phase=DELETING, operation=_operation(
-                    "Delete", "Drain", now, self.view.ready_timeout, source.target_revision or "",
-                    f"replaced by instance {target.index}"))
+                rows[index] = self.delete(source, f"replaced by instance {target.index}")
             elif target is None or target.phase in (FAILED, DELETING):
                 reason = target.last_failure.reason if target is not None and target.last_failure else "gone"
                 self.event("Warning", "GangSurgeAbandoned", (
@@ -312,9 +303,7 @@ class _Planner:
                     _failure(None, None, "SurgeAbandoned", None, "the replacement Instance failed", now)
                 rows[index] = attrs.evolve(source, phase=READY, operation=None, last_failure=failure)
                 if target is not None and target.phase != DELETING:
-                    rows[op.surge_index] = attrs.evolve(target, phase=DELETING, operation=_operation(
-                        "Delete", "Drain", now, self.view.ready_timeout, target.target_revision or "",
-                        "surge abandoned"))
+                    rows[op.surge_index] = self.delete(target, "surge abandoned")
 
     def start_updates(self, rows: dict[int, InstanceStatus], taken: set[int]) -> None:
         """Moves outdated Ready Instances to the update revision, paced by the update strategy's budget."""
@@ -324,7 +313,7 @@ class _Planner:
         if not outdated:
             return
         desired = max(view.replicas, 1)
-        if view.update_strategy == "InPlaceOnly":
+        if view.update_strategy == IN_PLACE_ONLY:
             for row in outdated:
                 marker = f"InPlaceUpdateNotPossible@{view.update_revision}"
                 if marker not in (row.announced or []):
@@ -333,7 +322,7 @@ class _Planner:
                         "replacing pods; the Instance keeps its revision"))
                     rows[row.index or 0] = attrs.evolve(row, announced=[*(row.announced or []), marker])
             return
-        if view.update_strategy == "SurgeThenDrain":
+        if view.update_strategy == SURGE_THEN_DRAIN:
             budget = max(resolve_int_or_percent(view.max_surge, desired) or 0, 1)
             in_flight = sum(1 for r in rows.values() if r.phase == UPDATING)
             for row in outdated[: max(budget - in_flight, 0)]:
@@ -384,7 +373,7 @@ def _ready_condition(view: ReplicaView, rows: list[InstanceStatus], counts: Coun
     if desired == 0:
         return Condition(type="Ready", status="False", reason="NoReplicas",
                          message="InferenceReplica has no desired Instances", last_transition_time=now)
-    total = len([r for r in rows if r.phase != DELETING])
+    total = len(live)
     if counts.serving >= desired and counts.ready >= desired:
         return Condition(type="Ready", status="True", reason="AllInstancesReady",
                          message=f"{counts.ready}/{total} Instances Ready", last_transition_time=now)
@@ -471,9 +460,7 @@ def plan(view: ReplicaView) -> ReplicaPlan:
         victims = sorted(active, key=lambda r: (r.phase == UPDATING, r.phase == READY, -(r.index or 0)))[: -missing]
         reason = "teardown" if view.deleting else "scale down"
         for row in victims:
-            next_rows[row.index or 0] = attrs.evolve(
-                row, phase=DELETING, operation=_operation("Delete", "Drain", view.now, view.ready_timeout,
-                                                          row.target_revision or "", reason))
+            next_rows[row.index or 0] = planner.delete(row, reason)
 
     # Counts.
     ordered = [next_rows[i] for i in sorted(next_rows)]

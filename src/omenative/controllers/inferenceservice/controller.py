@@ -8,14 +8,15 @@ from typing import Any
 import structlog
 
 from omenative.api import constants as c
+from omenative.api.modes import declared_components
 from omenative.api.selection import Candidate, no_runtime_message, select_runtime
-from omenative.api.types import BaseModelSpec, ServingRuntimeSpec
+from omenative.api.types import BaseModelSpec
 from omenative.api.validation import Context as Admission
 from omenative.api.validation import validate_inference_service
 from omenative.controllers.context import BY_ISVC, Context
 from omenative.controllers.inferenceservice import desired
 from omenative.controllers.inferenceservice.status import build_status
-from omenative.kube.client import ApiError
+from omenative.kube.cache import NAMESPACE_INDEX
 from omenative.kube.controller import Result, split_key
 from omenative.kube.resources import (
     CLUSTER_SERVING_RUNTIMES,
@@ -85,9 +86,10 @@ class InferenceServiceController:
             return desired.RuntimeInfo(name=name, namespaced=namespaced, spec=dict(obj.get("spec") or {})), None
         if model is None:
             return None, None  # no runtime and no model: the InferenceService must carry its own containers
-        candidates = [Candidate(r["metadata"]["name"], True, ServingRuntimeSpec.from_dict(r.get("spec") or {}))
-                      for r in self.ctx.caches.store(SERVING_RUNTIMES).by_index("namespace", namespace)]
-        candidates += [Candidate(r["metadata"]["name"], False, ServingRuntimeSpec.from_dict(r.get("spec") or {}))
+        specs = self.ctx.runtime_specs
+        candidates = [Candidate(r["metadata"]["name"], True, specs.of(r))
+                      for r in self.ctx.caches.store(SERVING_RUNTIMES).by_index(NAMESPACE_INDEX, namespace)]
+        candidates += [Candidate(r["metadata"]["name"], False, specs.of(r))
                        for r in self.ctx.caches.store(CLUSTER_SERVING_RUNTIMES).objects()]
         selection = select_runtime(model.spec, candidates)
         if selection.runtime is None:
@@ -134,12 +136,7 @@ class InferenceServiceController:
         if ctx.get(INFERENCE_REPLICAS, meta["namespace"], meta["name"]) is None:
             # Created with the initial Instance count by a one-time write of its own, so that omenative's apply,
             # which never sends spec.replicas while an autoscaler owns it, never fights the autoscaler.
-            try:
-                await ctx.client.create(INFERENCE_REPLICAS, part.bootstrap, meta["namespace"],
-                                        field_manager=BOOTSTRAP_MANAGER)
-            except ApiError as exc:
-                if not exc.already_exists:
-                    raise
+            await ctx.applier.create(INFERENCE_REPLICAS, part.bootstrap, field_manager=BOOTSTRAP_MANAGER)
         await ctx.applier.apply(INFERENCE_REPLICAS, part.replica)
         for child in part.children:
             await ctx.applier.apply(KIND_RESOURCES[child["kind"]], child)
@@ -150,7 +147,7 @@ class InferenceServiceController:
         ctx = self.ctx
         uid = isvc["metadata"]["uid"]
         key = f"{isvc['metadata']['namespace']}/{isvc['metadata']['name']}"
-        declared = {comp for comp in c.COMPONENTS if (isvc.get("spec") or {}).get(comp) is not None}
+        declared = set(declared_components(isvc.get("spec") or {}))
         wanted = {(child["kind"], child["metadata"]["name"]) for part in plan.components
                   for child in [part.replica, *part.children]}
         if plan.entry is not None:

@@ -21,6 +21,10 @@ LIFECYCLE_FIELDS = ("observedGeneration", "currentRevision", "updateRevision", "
                     "updatedReadyReplicas")
 
 
+def service_url(service: str, namespace: str, port: int, cluster_domain: str) -> str:
+    return f"http://{service}.{namespace}.svc.{cluster_domain}" + (f":{port}" if port != 80 else "")
+
+
 def component_condition(name: str, replica: Obj | None, max_unavailable: Any, now: str) -> Obj:
     kind = COMPONENT_CONDITION[name]
     spec, status = (replica or {}).get("spec") or {}, (replica or {}).get("status") or {}
@@ -56,12 +60,11 @@ def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], 
         status = (replica or {}).get("status") or {}
         lifecycle = {k: status[k] for k in LIFECYCLE_FIELDS if k in status}
         lifecycle["conditions"] = list(status.get("conditions") or [])
-        port = part.ports[0]["port"]
-        host = f"{name}-{part.name}.{namespace}.svc.{cluster_domain}"
+        replica_name = part.replica["metadata"]["name"]
         components[part.name] = {
             "lifecycle": lifecycle,
-            "url": f"http://{host}" + (f":{port}" if port != 80 else ""),
-            "scaleTargetRef": {"apiVersion": c.API_VERSION, "kind": "InferenceReplica", "name": f"{name}-{part.name}"},
+            "url": service_url(replica_name, namespace, part.ports[0]["port"], cluster_domain),
+            "scaleTargetRef": {"apiVersion": c.API_VERSION, "kind": "InferenceReplica", "name": replica_name},
         }
     conditions.append(condition("IngressReady", True, "IngressDisabled",
                                 "ingress creation is disabled; the Service " + name + " fronts the InferenceService",
@@ -81,8 +84,7 @@ def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], 
     if components:
         out["components"] = components
     if plan is not None and plan.entry is not None:
-        port = plan.entry["spec"]["ports"][0]["port"]
-        url = f"http://{name}.{namespace}.svc.{cluster_domain}" + (f":{port}" if port != 80 else "")
+        url = service_url(name, namespace, plan.entry["spec"]["ports"][0]["port"], cluster_domain)
         out["url"] = url
         out["address"] = {"url": url}
     return out

@@ -13,17 +13,15 @@ import structlog
 
 from omenative.api import constants as c
 from omenative.api import naming
-from omenative.api.defaults import gang_schedule_timeout
-from omenative.api.instance_status import decode_rows
+from omenative.api.defaults import gang_schedule_timeout, ready_timeout
 from omenative.controllers.context import BY_INSTANCE, Context
-from omenative.controllers.inferencereplica.controller import ready_timeout
 from omenative.controllers.instance import plan as planner
 from omenative.kube.client import ApiError
 from omenative.kube.controller import Result
 from omenative.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS, PODS
 from omenative.observe.pods import format_time
 from omenative.render import objects
-from omenative.render.pods import InstanceRef
+from omenative.render.pods import InstanceRef, pod_count
 
 log = structlog.get_logger(__name__)
 Obj = dict[str, Any]
@@ -63,7 +61,7 @@ class InstanceController:
         if ir is None:
             ctx.expectations.forget(key)
             return None
-        row = next((r for r in decode_rows(ir.get("status")) if r.index == index), None)
+        row = ctx.rows.of(ir).get(index)
         if row is None:
             return None  # pods without a row are adopted by the InferenceReplica controller, never deleted here
         if not ctx.expectations.satisfied(key):
@@ -79,15 +77,15 @@ class InstanceController:
         ref = InstanceRef(isvc=isvc, namespace=namespace, component=component, index=index,
                           incarnation=row.incarnation or 1, revision=row.target_revision or "",
                           replicas=int(spec.get("replicas") or 1), podgroup=podgroup_name, owner=owner)
-        intent = None
-        if gang and runners is not None and ctx.podgroups_cached():
-            timeout = ready_timeout(spec.get("lifecycle") or {}, ctx.config.instance_ready_timeout)
-            intent = objects.pod_group(
-                isvc=isvc, namespace=namespace, component=component, index=index, owner=owner,
-                min_member=sum(int(r.get("size") or 1) for r in runners),
-                schedule_timeout=gang_schedule_timeout(timeout, ctx.config), topology_key=spec.get("topologyKey"))
         if gang and not ctx.podgroups_cached():
             return Result(requeue_after=1.0)  # the PodGroup cache is starting: pods wait for their PodGroup
+        intent = None
+        if gang and runners is not None:
+            timeout = ready_timeout(spec.get("lifecycle") or {}, ctx.config)
+            intent = objects.pod_group(
+                isvc=isvc, namespace=namespace, component=component, index=index, owner=owner,
+                min_member=pod_count(runners), schedule_timeout=gang_schedule_timeout(timeout, ctx.config),
+                topology_key=spec.get("topologyKey"))
         view = planner.InstanceView(
             ref=ref, phase=row.phase or "", runners=runners,
             pods=ctx.by_index(PODS, BY_INSTANCE, key),
@@ -125,12 +123,11 @@ class InstanceController:
             for pod in actions.create_pods:
                 name = pod["metadata"]["name"]
                 try:
-                    await ctx.client.create(PODS, pod, namespace, field_manager=c.FIELD_MANAGER)
-                    ctx.applier.writes += 1
-                except ApiError as exc:
+                    if not await ctx.applier.create(PODS, pod):
+                        ctx.expectations.creation_observed(key, name)  # already there: no event will come
+                except ApiError:
                     ctx.expectations.creation_observed(key, name)
-                    if not exc.already_exists:
-                        raise
+                    raise
 
     async def set_gate(self, pod: Obj, value: bool, reason: str) -> None:
         meta = pod["metadata"]
@@ -140,9 +137,4 @@ class InstanceController:
                 "status": {"conditions": [{"type": c.SERVING_GATE, "status": status, "reason": reason,
                                            "message": message,
                                            "lastTransitionTime": format_time(self.ctx.wall_clock())}]}}
-        self.ctx.applier.writes += 1
-        try:
-            await self.ctx.client.apply(PODS, body, field_manager=c.FIELD_MANAGER, subresource="status")
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
+        await self.ctx.applier.apply_partial_status(PODS, body)

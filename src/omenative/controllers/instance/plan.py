@@ -16,10 +16,9 @@ from typing import Any
 
 import attrs
 
-from omenative.api import constants as c
 from omenative.controllers.inferencereplica.plan import CREATING, DELETING, READY, RESTARTING, UPDATING, Event
 from omenative.observe.pods import PodFacts, pod_facts
-from omenative.render.pods import InstanceRef, render_pod, slots
+from omenative.render.pods import InstanceRef, pod_count, render_pod, slots
 
 Obj = dict[str, Any]
 DEFAULT_SCHEDULERS = ("", "default-scheduler")
@@ -110,8 +109,7 @@ def plan(view: InstanceView) -> InstanceActions:
 
     if view.phase in (CREATING, RESTARTING, UPDATING) and view.runners is not None:
         by_name = {f.name: (pod, f) for pod, f in facts}
-        default_ordinal = next((f.ordinal for _, f in current if f.runner == c.RUNNER_DEFAULT), 0)
-        for slot in slots(view.runners, default_ordinal=default_ordinal):
+        for slot in slots(view.runners):
             name = slot.name(ref)
             existing = by_name.get(name)
             if existing is not None:
@@ -126,7 +124,7 @@ def plan(view: InstanceView) -> InstanceActions:
 
     # The gang enters rotation together, once every pod's containers are ready.
     if view.phase in (CREATING, RESTARTING, UPDATING, READY) and view.runners is not None:
-        wanted = len(slots(view.runners))
+        wanted = pod_count(view.runners)
         live: list[tuple[Obj, PodFacts]] = [(p, f) for p, f in current if not f.terminal]
         if len(live) >= wanted and all(f.containers_ready for _, f in live):
             gates += [(pod, True, "InstanceReady") for pod, f in live if not f.serving_gate]
