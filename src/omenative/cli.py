@@ -26,7 +26,7 @@ CONFIG_FLAGS = (
     ("--gang-schedule-timeout-min", "gang_schedule_timeout_min", "lower clamp of PodGroup scheduleTimeoutSeconds"),
     ("--gang-schedule-timeout-max", "gang_schedule_timeout_max", "upper clamp of PodGroup scheduleTimeoutSeconds"),
 )
-DURATION_FIELDS = {field for _, field, _ in CONFIG_FLAGS}
+DURATION_FIELDS = {field for _, field, _ in CONFIG_FLAGS} | {"teardown_deadline"}
 
 
 def load_config(path: str | None, overrides: dict[str, Any]) -> ControllerConfig:

@@ -117,6 +117,20 @@ async def test_the_webhook_refuses_and_warns_through_kubectl(
         assert out.returncode != 0
         assert "is too long" in out.stderr and "use at most 45 characters" in out.stderr
 
+        # A runtime whose workers number 0 passes its own CRD, but no Instance can run on it.
+        no_workers = copy.deepcopy(runtime)
+        no_workers["metadata"]["name"] = "srt-zero-workers"
+        no_workers["spec"]["engineConfig"]["worker"]["size"] = 0
+        await control_plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(no_workers))
+        on_it = copy.deepcopy(isvc)
+        on_it["metadata"] = {"name": "zero-workers", "namespace": namespace}
+        on_it["spec"]["runtime"] = {"name": "srt-zero-workers"}
+        on_it["spec"]["engine"]["worker"].pop("size", None)
+        out = await control_plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(on_it), check=False)
+        assert out.returncode != 0
+        assert ("engine.worker.size from the runtime's engineConfig.worker.size must be at least 1, got 0"
+                in out.stderr)
+
         fine = copy.deepcopy(isvc)
         fine["metadata"]["namespace"] = namespace
         out = await control_plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(fine))
@@ -148,6 +162,7 @@ async def test_the_webhook_refuses_and_warns_through_kubectl(
             "runtime was named explicitly")
     finally:
         await control_plane.kubectl("delete", "inferenceservice", "--all", "-n", namespace, "--wait=false")
+        await control_plane.kubectl("delete", "clusterservingruntime", "srt-zero-workers", "--ignore-not-found")
         await control_plane.kubectl("delete", "clusterservingruntime", "srt-qwen3-0-6b-multi-node",
                                     "srt-llama-3-2-1b-instruct-pd", "--ignore-not-found")
         await control_plane.kubectl("delete", "clusterbasemodel", "llama-3-2-1b-instruct", "--ignore-not-found")

@@ -138,6 +138,11 @@ def validate_inference_service(obj: JSONDict, ctx: Context | None = None) -> Fin
         if not mode.omenative:
             continue
         multi = is_multi_pod(merged)
+        inherited_size = (merged.get("worker") or {}).get("size") if isinstance(merged.get("worker"), dict) else None
+        if multi and (own.get("worker") or {}).get("size") is None and inherited_size is not None and \
+                (not isinstance(inherited_size, int) or inherited_size < 1):
+            errors.append(f"{comp}.worker.size from the runtime's {comp}Config.worker.size must be at least 1, got "
+                          f"{inherited_size!r}: set {comp}.worker.size in the InferenceService")
         ready_policy = (merged.get("lifecycle") or {}).get("readyPolicy")
         if multi and ready_policy not in (None, "AllPodReady"):
             errors.append(f"{comp}.lifecycle.readyPolicy {ready_policy!r} is not allowed for a {comp} with a leader "

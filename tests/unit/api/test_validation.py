@@ -70,6 +70,17 @@ def test_bad_input_is_rejected_with_a_reason(mutate: Any, expected: str) -> None
     assert expected in validate_inference_service(isvc, Context(runtime_raw=runtime["spec"])).errors
 
 
+def test_a_runtime_worker_size_of_zero_is_rejected_unless_the_inferenceservice_sets_one() -> None:
+    runtime, isvc = multi_node()
+    runtime["spec"]["engineConfig"]["worker"]["size"] = 0
+    isvc["spec"]["engine"]["worker"].pop("size", None)
+    assert validate_inference_service(isvc, Context(runtime_raw=runtime["spec"])).errors == (
+        "engine.worker.size from the runtime's engineConfig.worker.size must be at least 1, got 0: set "
+        "engine.worker.size in the InferenceService",)
+    isvc["spec"]["engine"]["worker"]["size"] = 2
+    assert validate_inference_service(isvc, Context(runtime_raw=runtime["spec"])).errors == ()
+
+
 def test_a_name_too_long_for_pod_hostnames_is_rejected_with_the_limit() -> None:
     runtime, isvc = multi_node()
     isvc = copy.deepcopy(isvc)
