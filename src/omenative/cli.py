@@ -23,10 +23,14 @@ CONFIG_FLAGS = (
      "how long a pod may wait in CrashLoopBackOff or ImagePullBackOff before its Instance fails or restarts"),
     ("--unschedulable-grace-period", "unschedulable_grace_period",
      "how long a pod may stay unschedulable before its Instance fails"),
+    ("--update-retry-backoff", "update_retry_backoff",
+     "wait before the second attempt at a failing revision; doubled for each next one"),
+    ("--teardown-deadline", "teardown_deadline",
+     "how long a deleted InferenceReplica waits for its pods before it lets go (empty: no deadline)"),
     ("--gang-schedule-timeout-min", "gang_schedule_timeout_min", "lower clamp of PodGroup scheduleTimeoutSeconds"),
     ("--gang-schedule-timeout-max", "gang_schedule_timeout_max", "upper clamp of PodGroup scheduleTimeoutSeconds"),
 )
-DURATION_FIELDS = {field for _, field, _ in CONFIG_FLAGS} | {"teardown_deadline"}
+DURATION_FIELDS = {field for _, field, _ in CONFIG_FLAGS}
 
 
 def load_config(path: str | None, overrides: dict[str, Any]) -> ControllerConfig:
@@ -82,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also run components that declare no deployment mode (otherwise RawDeployment's)")
     for flag, _, help_text in CONFIG_FLAGS:
         run.add_argument(flag, default=None, help=help_text)
+    run.add_argument("--update-retry-attempts", type=int, default=None,
+                     help="attempts at a revision that fails for a reason of its own before it is held (0: hold at "
+                          "the first failure)")
     run.add_argument("--webhook-bind-address", default=None,
                      help="serve the admission webhook on this address (such as :9443); off when unset")
     run.add_argument("--webhook-service", default=None,
@@ -102,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
     logs.configure(args.log_level, args.log_format)
     config = load_config(args.config, {field: getattr(args, field) for _, field, _ in CONFIG_FLAGS}
-                         | {"claim_unmoded": args.claim_unmoded})
+                         | {"claim_unmoded": args.claim_unmoded, "update_retry_attempts": args.update_retry_attempts})
     webhook = None
     if args.webhook_bind_address:
         from omenative.webhook.server import WebhookOptions

@@ -162,6 +162,33 @@ class _PodEvents:
         self._enqueue(obj)
 
 
+class _SliceEvents:
+    """EndpointSlice events wake the Instances of the pods a slice lists, before and after the change."""
+
+    def __init__(self, manager: Manager, caches: Caches) -> None:
+        self.m = manager
+        self.caches = caches
+
+    def _enqueue(self, *slices: Obj) -> None:
+        names = {(e.get("targetRef") or {}).get("name") for s in slices for e in s.get("endpoints") or []
+                 if (e.get("targetRef") or {}).get("kind") == "Pod"}
+        namespace = slices[0]["metadata"].get("namespace")
+        for name in names:
+            pod = self.caches.get(r.PODS, namespace, name) if name else None
+            if pod is not None:
+                _add(self.m.q_instance, instance_key_of(pod))
+
+    def on_add(self, obj: Obj, initial: bool) -> None:
+        if not initial:
+            self._enqueue(obj)
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        self._enqueue(old, new)
+
+    def on_delete(self, obj: Obj) -> None:
+        self._enqueue(obj)
+
+
 class Manager:
     def __init__(self, options: Options) -> None:
         self.options = options
@@ -189,12 +216,16 @@ class Manager:
         for resource in (r.SERVING_RUNTIMES, r.CLUSTER_SERVING_RUNTIMES, r.BASE_MODELS, r.CLUSTER_BASE_MODELS):
             caches.add(resource)
         caches.add(r.CRDS, field_selector=f"metadata.name={c.PODGROUP_CRD}")
-        caches.add(r.PODGROUPS, label_selector=managed, start=False)
+        # The Services' slices (they carry the Service's labels): a drained pod is deleted once none routes to it.
+        caches.add(r.ENDPOINT_SLICES, label_selector=c.LABEL_ISVC, indexers={BY_ISVC: _isvc_label_index})
+        caches.add(r.PODGROUPS, label_selector=managed, start=False,
+                   indexers={BY_REPLICA: _key_index(replica_key_of)})
 
     def _register_handlers(self, caches: Caches) -> None:
         caches.add_handler(r.INFERENCE_SERVICES, FuncHandler(lambda o: self.q_isvc.add(object_key(o))))
         caches.add_handler(r.INFERENCE_REPLICAS, _ReplicaEvents(self))
         caches.add_handler(r.PODS, _PodEvents(self))
+        caches.add_handler(r.ENDPOINT_SLICES, _SliceEvents(self, caches))
 
         def by_isvc_label(obj: Obj) -> None:
             for key in _isvc_label_index(obj):
@@ -204,7 +235,11 @@ class Manager:
             caches.add_handler(resource, FuncHandler(by_isvc_label))
 
         caches.add_handler(r.CONTROLLER_REVISIONS, FuncHandler(lambda o: _add(self.q_ir, replica_key_of(o))))
-        caches.add_handler(r.PODGROUPS, FuncHandler(lambda o: _add(self.q_instance, instance_key_of(o))))
+        def podgroup_changed(obj: Obj) -> None:
+            _add(self.q_instance, instance_key_of(obj))
+            _add(self.q_ir, replica_key_of(obj))  # a teardown waits for its PodGroups too
+
+        caches.add_handler(r.PODGROUPS, FuncHandler(podgroup_changed))
 
         def runtime_changed(obj: Obj) -> None:
             isvcs = caches.store(r.INFERENCE_SERVICES)

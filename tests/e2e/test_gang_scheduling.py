@@ -34,12 +34,6 @@ def seed(name: str, namespace: str, **engine: Any) -> tuple[dict[str, Any], dict
     return runtime, isvc
 
 
-async def events(kubectl: Any, namespace: str, reason: str) -> list[str]:
-    out = await kubectl("get", "events", "-n", namespace, "--field-selector", f"reason={reason}", "-o",
-                        'jsonpath={range .items[*]}{.message}{"\\n"}{end}')
-    return [line for line in out.stdout.splitlines() if line]
-
-
 async def test_a_gang_aware_scheduler_gets_podgroups_and_no_warning(
     control_plane: ControlPlane, api: client.ApiClient, omenative: ControllerProcess, sim_nodes: NodeFactory,
     model_agent: ModelAgent, namespace: str, tmp_path: Path,
@@ -65,7 +59,7 @@ async def test_a_gang_aware_scheduler_gets_podgroups_and_no_warning(
         return got.stdout == "Running"
 
     await wait_for(running, timeout=60, what="the PodGroup controller to see the gang Running")
-    assert await events(kubectl, namespace, "MaybeNoGangScheduler") == []
+    assert await control_plane.event_messages(namespace, "MaybeNoGangScheduler") == []
     out = await kubectl("get", "inferenceservice", "gang", "-n", namespace, "-o", CONDITION)
     assert out.stdout == "GangSchedulingAvailable"
     await kubectl("delete", "inferenceservice", "gang", "-n", namespace)
@@ -120,7 +114,7 @@ async def test_without_the_podgroup_crd_gang_scheduling_is_unavailable_until_it_
         await wait_for(available, timeout=60, what="omenative to notice the PodGroup CRD",
                        describe=lambda: describe_namespace(api, "qwen3-multi-node"))
         assert process.process is not None and process.process.returncode is None  # same process, no restart
-        warnings = await events(kubectl, "qwen3-multi-node", "MaybeNoGangScheduler")
+        warnings = await stock_plane.event_messages("qwen3-multi-node", "MaybeNoGangScheduler")
         assert warnings and "spec.schedulerName is \"\"" in warnings[0]
     finally:
         await api.close()

@@ -99,13 +99,11 @@ async def test_serve_a_multi_node_model(
         out = await kubectl("get", "pod", f"{ISVC}-engine-0-worker-0", "-n", NS, "-o",
                             'jsonpath={.spec.containers[0].env[?(@.name=="OME_LEADER_ADDRESS")].value}')
         assert out.stdout == f"{ISVC}-engine-0-leader-0.{ISVC}-engine-headless"
-        out = await kubectl("get", "events", "-n", NS, "--field-selector", "reason=MaybeNoGangScheduler", "-o",
-                            'jsonpath={range .items[*]}{.message}{"\\n"}{end}')
-        assert out.stdout.strip() == (
+        assert await control_plane.event_messages(NS, "MaybeNoGangScheduler") == [
             'OMENative component=engine created scheduler-plugins PodGroup objects but pod template\'s '
             'spec.schedulerName is "" (default kube-scheduler does not enforce PodGroup gang); set '
             "runtime.spec.schedulerName to a gang-aware scheduler (e.g. scheduler-plugins-scheduler) or install "
-            "scheduler-plugins as a plugin in the default scheduler")
+            "scheduler-plugins as a plugin in the default scheduler"]
 
         # Control how Instances update and recover: two Instances, an explicit lifecycle.
         out = await kubectl("apply", "-f", write_yaml(tmp_path, "qwen3-multi-node-isvc.yaml", isvc_with_lifecycle))
@@ -122,9 +120,7 @@ async def test_serve_a_multi_node_model(
                     "container ome-container restarted after Ready: OOMKilled (exit 137) (incarnation=2)")
 
         async def restart_event() -> bool:
-            got = await kubectl("get", "events", "-n", NS, "--field-selector", "reason=RestartTriggered", "-o",
-                                'jsonpath={range .items[*]}{.message}{"\\n"}{end}')
-            return expected in got.stdout.splitlines()
+            return expected in await control_plane.event_messages(NS, "RestartTriggered")
 
         await wait_for(restart_event, timeout=60, what="the RestartTriggered event", describe=describe)
 

@@ -62,10 +62,9 @@ async def test_a_runtime_change_rolls_out_instance_by_instance_surging_first(
             "rolling-engine-2-leader-0", "rolling-engine-2-worker-0", "rolling-engine-3-leader-0",
             "rolling-engine-3-worker-0"]
         assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {NEW_IMAGE}
-        replaced = await kubectl("get", "events", "-n", namespace, "--field-selector", "reason=InstanceReplaced",
-                                 "-o", 'jsonpath={range .items[*]}{.message}{"\\n"}{end}')
+        replaced = await control_plane.event_messages(namespace, "InstanceReplaced")
         revision = str(after["updateRevision"]).rsplit("-", 1)[1]
-        assert sorted(replaced.stdout.splitlines()) == [
+        assert sorted(replaced) == [
             f"OMENative component=engine instance=0 replaced by instance=2 (revision={revision})",
             f"OMENative component=engine instance=1 replaced by instance=3 (revision={revision})"]
         out = await kubectl("get", "inferenceservice", "rolling", "-n", namespace, "-o",

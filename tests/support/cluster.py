@@ -122,3 +122,9 @@ class ControlPlane:
         if check and result.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.output}")
         return result
+
+    async def event_messages(self, namespace: str, reason: str) -> list[str]:
+        """The messages of the namespace's Events with that reason, as `kubectl get events` shows them."""
+        out = await self.kubectl("get", "events", "-n", namespace, "--field-selector", f"reason={reason}", "-o",
+                                 'jsonpath={range .items[*]}{.message}{"\\n"}{end}')
+        return [line for line in out.stdout.splitlines() if line]

@@ -63,7 +63,8 @@ def view(rows: list[InstanceStatus], pods: dict[int, list[PodFacts]], *, replica
         "component": "engine", "replicas": replicas, "pods_per_instance": 2 if multi else 1,
         "update_revision": "rev1", "restart_policy": policy or (replica.RECREATE if multi else "None"),
         "ready_timeout": 1800.0, "min_ready_seconds": 0, "max_unavailable": None, "multi_pod": multi,
-        "podgroup_crd": True, "rows": rows, "pods": pods, "now": NOW,
+        "podgroup_crd": True, "rows": rows, "pods": pods, "now": NOW, "revision_prefix": "s-engine-",
+        "who": "InferenceReplica ns/s-engine component=engine",
         "config": ControllerConfig(stuck_pod_grace_period="60s", unschedulable_grace_period="15m")}
     base.update(fields)
     return replica.ReplicaView(**base)
@@ -140,7 +141,11 @@ def test_single_pod_instance_under_none_goes_pending_then_creating() -> None:
         ([pod_facts(pod("s-engine-0-leader-0", gate=None, containers_ready=False, phase="Pending",
                         unschedulable_since=NOW - 16 * 60))], None, "Unschedulable"),
         (gang(0, gate=False), InstanceOperation(type="Create", step="CreatePods", deadline=format_time(NOW - 1)),
-         "InstanceReadyTimeout"),
+         "ReadinessGateNotSatisfied"),
+        (gang(0, gate=False, containers_ready=False),
+         InstanceOperation(type="Create", step="CreatePods", deadline=format_time(NOW - 1)), "ContainersNotReady"),
+        (gang(0)[:1], InstanceOperation(type="Create", step="CreatePods", deadline=format_time(NOW - 1)),
+         "DeadlineExceeded"),
     ],
 )
 def test_an_instance_that_cannot_come_up_fails(pods: list[PodFacts], operation: InstanceOperation | None,
@@ -291,10 +296,17 @@ def test_surge_then_drain_brings_a_whole_new_instance_up_before_the_old_one_drai
     ready = next(c for c in started.conditions if c.type == "Ready")
     assert (ready.status, ready.reason) == ("Unknown", "RolloutInProgress")
 
-    # The replacement serves: its source drains; the next outdated Instance starts its own surge.
+    # The replacement serves: its source drains, and holds its surge slot until its pods are gone...
     up = replica.plan(view(started.rows, {**pods, 2: gang(2)}, replicas=2, max_surge=1))
-    assert phases(up) == {0: ("Deleting", 1), 1: ("Updating", 1), 2: ("Ready", 1), 3: ("Creating", 1)}
+    assert phases(up) == {0: ("Deleting", 1), 1: ("Ready", 1), 2: ("Ready", 1)}
     assert [e.reason for e in up.events] == ["InstanceReplaced"]
+    assert up.rollout_hold is not None and up.rollout_hold.gate == "Budget"
+    assert up.rollout_hold.reason == ("per-Component surge budget 1 exhausted (would become 2); extra pod "
+                                      "s-engine-0-leader-0 holds a surge slot until its drain completes")
+    # ...then the next outdated Instance starts its own surge.
+    next_ = replica.plan(view(up.rows, {1: gang(1), 2: gang(2)}, replicas=2, max_surge=1))
+    assert phases(next_) == {0: ("Creating", 1), 1: ("Updating", 1), 2: ("Ready", 1)}  # the lowest free index
+    assert next_.rollout_hold is None
 
 
 def test_a_failed_surge_is_abandoned_and_the_source_keeps_serving() -> None:
@@ -306,10 +318,14 @@ def test_a_failed_surge_is_abandoned_and_the_source_keeps_serving() -> None:
     plan = replica.plan(view([source, target], {0: gang(0), 1: wedged}, replicas=1, max_surge=1))
     assert phases(plan) == {0: ("Ready", 1), 1: ("Deleting", 1)}
     assert [e.reason for e in plan.events] == ["InstanceFailed", "GangSurgeAbandoned"]
-    # ...the replacement's pods go, and the source waits out a backoff before surging again.
-    again = replica.plan(view(plan.rows, {0: gang(0)}, replicas=1, max_surge=1))
+    # The image cannot be pulled: a failure of the revision itself, recorded in its retry block.
+    assert [(b.target_revision, b.state, b.attempts_started) for b in plan.retry_blocks] == [
+        ("s-engine-rev1", "Backoff", 1)]
+    # ...the replacement's pods go, and the source waits out the block's backoff before surging again.
+    again = replica.plan(view(plan.rows, {0: gang(0)}, replicas=1, max_surge=1, retry_blocks=plan.retry_blocks))
     assert phases(again) == {0: ("Ready", 1)}
     assert again.wake_in is not None and again.wake_in <= 60
+    assert again.rollout_hold is not None and again.rollout_hold.gate == "RetryBlock"
 
 
 def test_recreate_pod_replaces_pods_in_place_paced_by_max_unavailable() -> None:

@@ -23,6 +23,12 @@ class ControllerConfig:
     # When a pod counts as stuck or unschedulable for good.
     stuck_pod_grace_period: str | None = "60s"
     unschedulable_grace_period: str | None = "15m"
+    # Retries of a revision whose updates fail for a reason of its own (OME's lifecycle.updateRetry): this many
+    # attempts, the second `update_retry_backoff` after the first failure and each next one twice as long after the
+    # last; then the revision is held. 0 attempts: the first such failure holds it. The backoff also paces the
+    # retry of an Instance that failed for any other reason.
+    update_retry_attempts: int = 3
+    update_retry_backoff: str | None = "1m"
     # How long a deleted InferenceReplica waits for its Instances to drain before it lets go of its pods anyway.
     teardown_deadline: str | None = "30m"
     # PodDisruptionBudget when the component sets neither minAvailable nor maxUnavailable.

@@ -68,8 +68,10 @@ ANN_BASE_MODEL_FORMAT_VERSION: Final = "ome.io/base-model-format-version"
 ANN_SERVING_RUNTIME: Final = "ome.io/serving-runtime"
 ANN_APPLIED_HASH: Final = "omenative.io/applied-hash"
 
-# Held on an InferenceReplica while its Instances drain, so pods leave rotation before they are deleted.
-FINALIZER_DRAIN: Final = "ome.io/drain-instances"
+# Held on an InferenceReplica while its Instances drain and its pods and PodGroups go (OME's teardown finalizer).
+FINALIZER_TEARDOWN: Final = "ome.io/ir-teardown"
+# The name an earlier omenative used; released where it is still found.
+FINALIZER_LEGACY_DRAIN: Final = "ome.io/drain-instances"
 
 # The readiness gate that puts a pod in rotation.
 SERVING_GATE: Final = "ome.io/serving"

@@ -264,6 +264,8 @@ class LifecycleStatus(Model):
     updated_replicas: int | None = field("updatedReplicas", "Instances on the update revision.")
     updated_ready_replicas: int | None = field("updatedReadyReplicas", "Ready Instances on the update revision.")
     conditions: list[Condition] | None = field("conditions", _CONDITIONS_DOC, list_map_keys=("type",))
+    rollout_hold: JSON | None = field("rolloutHold", "The gate that last held the rollout (gate, reason, target, "
+                                      "since).", preserve_unknown=True)
 
 
 @attrs.define(kw_only=True)
@@ -493,6 +495,7 @@ class InstanceOperation(Model):
     waiting: str | None = field("waiting", "What holds it (Unschedulable, ...).")
     target_revision: str | None = field("targetRevision", "Revision the operation moves to.")
     surge_index: int | None = field("surgeIndex", "Index of the Instance that replaces this one (SurgeThenDrain).")
+    strategy: str | None = field("strategy", "Update strategy the operation runs under, pinned when it starts.")
 
 
 @attrs.define(kw_only=True)
@@ -512,10 +515,35 @@ class InstanceStatus(Model):
     conditions: list[Condition] | None = field("conditions", _CONDITIONS_DOC, list_map_keys=("type",))
     operation: InstanceOperation | None = field("operation", "Work in flight.")
     last_failure: LastFailure | None = field("lastFailure", "Most recent failure; kept after recovery.")
-    announced: list[str] | None = field("announced", "One-time warnings already emitted.")
+    announced: list[str] | None = field("announced", "One-time warnings already emitted, as reason@episode.")
+    ready_since: str | None = field("readySince", "When every pod of the Instance was last serving.")
     restart_baseline: dict[str, int] | None = field(
         "restartBaseline", "Serving-container restarts each pod had when the Instance became Ready (only pods that "
         "had any); restarts beyond them trigger the restart policy.")
+
+
+@attrs.define(kw_only=True)
+class RetryBlock(Model):
+    """Failed updates to one target revision: attempts made, when the next may start, or Held."""
+
+    target_revision: str | None = field("targetRevision", "The revision (ControllerRevision name).", required=True)
+    state: str | None = field("state", "Backoff, RetryInProgress or Held.",
+                              enum=("Backoff", "RetryInProgress", "Held"))
+    attempts_started: int | None = field("attemptsStarted", "Attempts started on the revision.", minimum=0)
+    next_retry_at: str | None = field("nextRetryAt", "When the next attempt may start (Backoff).")
+    first_failure_at: str | None = field("firstFailureAt", "When the first counted failure happened.")
+    last_failure_at: str | None = field("lastFailureAt", "When the last counted failure happened.")
+    reason: str | None = field("reason", "The last failure's reason (ImagePullBackOff, ...).")
+
+
+@attrs.define(kw_only=True)
+class RolloutHold(Model):
+    """The gate that last held a component's rollout."""
+
+    gate: str | None = field("gate", "Pairing, Ratio, Sequential, Budget, RetryBlock, Held or Plan.")
+    reason: str | None = field("reason", "Why.")
+    target: str | None = field("target", "The revision the rollout moves to.")
+    since: str | None = field("since", "Since when the gate holds (kept while gate and target stay).")
 
 
 @attrs.define(kw_only=True)
@@ -543,6 +571,10 @@ class InferenceReplicaStatus(Model):
         "written once with the Instances' indexes as ranges (0-8,10); fields only some Instances have are listed "
         "per Instance.", preserve_unknown=True)
     conditions: list[Condition] | None = field("conditions", _CONDITIONS_DOC, list_map_keys=("type",))
+    retry_blocks: list[RetryBlock] | None = field(
+        "retryBlocks", "Revisions whose updates failed: retried with backoff, then held.",
+        list_map_keys=("targetRevision",))
+    rollout_hold: RolloutHold | None = field("rolloutHold", "The gate that last held the rollout.")
 
 
 @attrs.define(kw_only=True)

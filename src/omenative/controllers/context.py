@@ -26,6 +26,7 @@ from omenative.kube.resources import (
     CLUSTER_BASE_MODELS,
     CLUSTER_SERVING_RUNTIMES,
     CRDS,
+    ENDPOINT_SLICES,
     PODGROUPS,
     SERVING_RUNTIMES,
     Resource,
@@ -40,6 +41,7 @@ BY_INSTANCE = "instance"  # pods: "{namespace}/{isvc}-{component}/{index}" (the 
 BY_ISVC = "isvc"  # namespaced children: "{namespace}/{isvc}"
 BY_RUNTIME = "runtime"  # InferenceServices: the runtime name they name, or "" to auto-select
 BY_MODEL = "model"  # InferenceServices: the model name they name
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # set by the EndpointSlice controller on each slice
 
 
 def replica_key_of(obj: Obj) -> str | None:
@@ -147,6 +149,25 @@ class Context:
         conditions = (crd.get("status") or {}).get("conditions") or []
         return any(x.get("type") == "Established" and x.get("status") == "True" for x in conditions) and \
             not crd["metadata"].get("deletionTimestamp")
+
+    def routed_pods(self, namespace: str, isvc: str, names: set[str]) -> frozenset[str]:
+        """Those of the named pods that an EndpointSlice of the InferenceService's Services (not the headless ones,
+        which list every pod with an address) still lists as ready or serving."""
+        if not self.caches.has(ENDPOINT_SLICES) or not names:
+            return frozenset()
+        headless = {naming.headless_service_name(isvc, component) for component in c.COMPONENTS}
+        routed: set[str] = set()
+        for endpoint_slice in self.by_index(ENDPOINT_SLICES, BY_ISVC, f"{namespace}/{isvc}"):
+            service = (endpoint_slice["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL)
+            if service in headless:
+                continue
+            for endpoint in endpoint_slice.get("endpoints") or []:
+                ref = endpoint.get("targetRef") or {}
+                conditions = endpoint.get("conditions") or {}
+                if ref.get("kind") == "Pod" and ref.get("name") in names and \
+                        (conditions.get("ready") or conditions.get("serving")):
+                    routed.add(ref["name"])
+        return frozenset(routed)
 
     def podgroups_cached(self) -> bool:
         return self.caches.synced(PODGROUPS)

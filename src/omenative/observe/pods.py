@@ -57,10 +57,12 @@ class PodFacts:
     uid: str
     runner: str
     incarnation: int
+    orphan: bool  # no ome.io/instance-incarnation label: no attempt of the Instance made it
     revision: str
     node: str | None
     phase: str
     terminating: bool
+    deletion_at: float | None  # deletionTimestamp: the request plus the pod's grace period
     scheduled: bool
     unschedulable_since: float | None  # when the scheduler last refused it, while it is still refused
     unschedulable_message: str | None
@@ -129,10 +131,12 @@ def pod_facts(pod: Obj) -> PodFacts:
         uid=meta.get("uid", ""),
         runner=values.get(c.LABEL_RUNNER, c.RUNNER_DEFAULT),
         incarnation=_int_label(values, c.LABEL_INCARNATION, 1),
+        orphan=c.LABEL_INCARNATION not in values,
         revision=values.get(c.LABEL_REVISION_HASH, ""),
         node=(pod.get("spec") or {}).get("nodeName"),
         phase=status.get("phase") or "Pending",
         terminating=bool(meta.get("deletionTimestamp")),
+        deletion_at=parse_time(meta.get("deletionTimestamp")),
         scheduled=bool((pod.get("spec") or {}).get("nodeName")),
         unschedulable_since=parse_time(scheduled_cond.get("lastTransitionTime")) if unschedulable and
         scheduled_cond else None,

@@ -46,8 +46,9 @@ def _meta(name: str, namespace: str, labels: dict[str, str], owner: JSONDict) ->
 
 def inference_replica(*, isvc: str, namespace: str, component: str, owner: JSONDict, runners: list[JSONDict],
                       lifecycle: JSONDict, autoscaler: JSONDict, min_ready_seconds: int,
-                      topology: JSONDict, replicas: int | None) -> JSONDict:
-    """The InferenceReplica intent. `replicas` is included only when omenative owns the count (no autoscaler)."""
+                      topology: JSONDict, replicas: int | None, parent_generation: int | None = None) -> JSONDict:
+    """The InferenceReplica intent. `replicas` is included only when omenative owns the count (no autoscaler);
+    `parent_generation` is the InferenceService generation it was written from."""
     spec: JSONDict = {
         "parentRef": {"name": isvc},
         "component": component,
@@ -62,7 +63,9 @@ def inference_replica(*, isvc: str, namespace: str, component: str, owner: JSOND
     labels = component_labels(isvc, component)
     meta = _meta(naming.replica_name(isvc, component), namespace, labels, owner)
     meta["annotations"] = {c.ANN_CONTROLLER_WRITE: "true"}
-    meta["finalizers"] = [c.FINALIZER_DRAIN]
+    if parent_generation is not None:
+        meta["annotations"][c.ANN_PARENT_GENERATION] = str(parent_generation)
+    meta["finalizers"] = [c.FINALIZER_TEARDOWN]
     return {"apiVersion": c.API_VERSION, "kind": "InferenceReplica", "metadata": meta, "spec": spec}
 
 

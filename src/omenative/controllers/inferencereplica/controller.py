@@ -12,23 +12,22 @@ from omenative.api import naming
 from omenative.api.conditions import settle
 from omenative.api.defaults import RECREATE, SURGE_THEN_DRAIN, ready_timeout
 from omenative.api.instance_status import encode_rows
-from omenative.api.units import optional_duration
+from omenative.api.readiness import desired_instances
+from omenative.api.types import RetryBlock, RolloutHold
+from omenative.api.units import InvalidValue, format_duration, optional_duration
 from omenative.controllers.context import BY_ISVC, BY_REPLICA, Context
 from omenative.controllers.inferencereplica import plan as planner
+from omenative.controllers.inferencereplica import requests
+from omenative.controllers.inferencereplica.retry import RetryPolicy
 from omenative.kube.client import JSON_PATCH, ApiError
 from omenative.kube.controller import Result, split_key
-from omenative.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS, INFERENCE_SERVICES, PODS
+from omenative.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS, PODS
 from omenative.observe.pods import PodFacts, parse_time, pod_facts
 from omenative.render import objects
 from omenative.render.pods import pod_count
 
 log = structlog.get_logger(__name__)
 Obj = dict[str, Any]
-
-
-def desired_replicas(ir: Obj) -> int:
-    replicas = (ir.get("spec") or {}).get("replicas")
-    return int(replicas) if replicas else 1  # nil or 0 runs one Instance
 
 
 def label_selector(isvc: str, component: str) -> str:
@@ -47,14 +46,18 @@ class InferenceReplicaController:
         ir = ctx.get(INFERENCE_REPLICAS, namespace, name)
         if ir is None:
             return None  # its pods go with it (owner references)
-        deleting = bool(ir["metadata"].get("deletionTimestamp"))
-        if deleting and c.FINALIZER_DRAIN not in (ir["metadata"].get("finalizers") or []):
+        meta = ir["metadata"]
+        finalizers = meta.get("finalizers") or []
+        deleting = bool(meta.get("deletionTimestamp"))
+        if deleting and c.FINALIZER_TEARDOWN not in finalizers and c.FINALIZER_LEGACY_DRAIN not in finalizers:
             return None
+        if not deleting and c.FINALIZER_LEGACY_DRAIN in finalizers:
+            await self._release(ir, c.FINALIZER_LEGACY_DRAIN)  # an earlier name; the apply holds the current one
         spec: Obj = ir.get("spec") or {}
         runners: list[Obj] = spec.get("runners") or []
         if not runners:
             if deleting:
-                await self._release(ir)
+                await self._release_all(ir)
             return None  # only the bootstrap so far: the InferenceService controller's apply follows
         isvc = (spec.get("parentRef") or {}).get("name") or name
         component = spec.get("component") or c.ENGINE
@@ -69,37 +72,15 @@ class InferenceReplicaController:
             index = (pod["metadata"].get("labels") or {}).get(c.LABEL_INSTANCE_INDEX)
             if index is not None and index.isdigit():
                 pods.setdefault(int(index), []).append(facts)
-        lifecycle: Obj = spec.get("lifecycle") or {}
-        rolling = ((lifecycle.get("updateStrategy") or {}).get("rollingUpdate")) or {}
-        multi = any(r.get("name") == c.RUNNER_LEADER for r in runners)
-        crd = ctx.podgroup_crd_installed()
-        view = planner.ReplicaView(
-            component=component,
-            replicas=desired_replicas(ir),
-            pods_per_instance=pod_count(runners),
-            update_revision=revision,
-            restart_policy=lifecycle.get("restartPolicy") or (RECREATE if multi else "None"),
-            ready_timeout=ready_timeout(lifecycle, ctx.config),
-            min_ready_seconds=int(spec.get("minReadySeconds") or 0),
-            max_unavailable=rolling.get("maxUnavailable"),
-            multi_pod=multi,
-            podgroup_crd=crd,
-            rows=list(ctx.rows.of(ir).values()),
-            pods=pods,
-            now=ctx.wall_clock(),
-            config=ctx.config,
-            deleting=deleting,
-            update_strategy=((lifecycle.get("updateStrategy") or {}).get("type")) or SURGE_THEN_DRAIN,
-            max_surge=rolling.get("maxSurge", ctx.config.max_surge),
-        )
+        old_status: Obj = ir.get("status") or {}
+        view = self.view(ir, isvc, component, revision, runners, pods, deleting)
         result = planner.plan(view)
 
         parent = ctx.get(INFERENCE_SERVICES, namespace, isvc) or ir
         for event in result.events:
             ctx.events.event(parent, event.type, event.reason, event.message)
-        old_status: Obj = ir.get("status") or {}
         status: Obj = {
-            "observedGeneration": ir["metadata"].get("generation"),
+            "observedGeneration": meta.get("generation"),
             "replicas": result.counts.replicas,
             "readyReplicas": result.counts.ready,
             "servingReplicas": result.counts.serving,
@@ -112,36 +93,120 @@ class InferenceReplicaController:
             "conditions": settle([cond.to_dict() for cond in result.conditions], old_status.get("conditions")),
             **encode_rows(result.rows),
         }
+        if result.retry_blocks:
+            status["retryBlocks"] = [block.to_dict() for block in result.retry_blocks]
+        if result.rollout_hold is not None:
+            status["rolloutHold"] = result.rollout_hold.to_dict()
         if old_status.get("collisionCount"):
             status["collisionCount"] = old_status["collisionCount"]
         await ctx.applier.apply_status(INFERENCE_REPLICAS, name, namespace, status)
+        # The answer is in the status now; only then is the request removed (a crash in between answers it again,
+        # with the same outcome).
+        for annotation in result.answered:
+            await self._consume(ir, annotation)
         if deleting:
-            return await self._finish_teardown(ir, pods)
+            return await self._finish_teardown(ir, isvc, component, pods)
         return Result(requeue_after=result.wake_in + 0.5) if result.wake_in is not None else None
 
-    async def _finish_teardown(self, ir: Obj, pods: dict[int, list[PodFacts]]) -> Result | None:
-        """Lets a deleted replica go once its pods drained and are gone (or when the teardown deadline passed)."""
-        if not pods:
-            await self._release(ir)
+    def view(self, ir: Obj, isvc: str, component: str, revision: str, runners: list[Obj],
+             pods: dict[int, list[PodFacts]], deleting: bool) -> planner.ReplicaView:
+        ctx = self.ctx
+        meta, spec = ir["metadata"], ir.get("spec") or {}
+        status: Obj = ir.get("status") or {}
+        annotations = meta.get("annotations") or {}
+        lifecycle: Obj = spec.get("lifecycle") or {}
+        strategy = lifecycle.get("updateStrategy") or {}
+        rolling = strategy.get("rollingUpdate") or {}
+        multi = any(r.get("name") == c.RUNNER_LEADER for r in runners)
+        hold = status.get("rolloutHold")
+        return planner.ReplicaView(
+            component=component,
+            replicas=desired_instances(ir),
+            pods_per_instance=pod_count(runners),
+            update_revision=revision,
+            restart_policy=lifecycle.get("restartPolicy") or (RECREATE if multi else "None"),
+            ready_policy=lifecycle.get("readyPolicy") or planner.ALL_POD_READY,
+            ready_timeout=ready_timeout(lifecycle, ctx.config),
+            min_ready_seconds=int(spec.get("minReadySeconds") or lifecycle.get("minReadySeconds") or 0),
+            max_unavailable=rolling.get("maxUnavailable"),
+            multi_pod=multi,
+            podgroup_crd=ctx.podgroup_crd_installed(),
+            rows=list(ctx.rows.of(ir).values()),
+            pods=pods,
+            now=ctx.wall_clock(),
+            config=ctx.config,
+            deleting=deleting,
+            update_strategy=strategy.get("type") or SURGE_THEN_DRAIN,
+            max_surge=rolling.get("maxSurge", ctx.config.max_surge),
+            revision_prefix=naming.revision_name(isvc, component, ""),
+            retry_blocks=[RetryBlock.from_dict(b) for b in status.get("retryBlocks") or [] if isinstance(b, dict)],
+            retry_policy=RetryPolicy(attempts=ctx.config.update_retry_attempts,
+                                     backoff=optional_duration(ctx.config.update_retry_backoff) or 0.0),
+            rollout_hold=RolloutHold.from_dict(hold) if isinstance(hold, dict) else None,
+            reset_request=annotations.get(requests.RESET_ANNOTATION),
+            release_request=annotations.get(requests.RELEASE_ANNOTATION),
+            who=f"InferenceReplica {meta['namespace']}/{meta['name']} component={component}",
+        )
+
+    async def _consume(self, ir: Obj, annotation: str) -> None:
+        """Removes an answered request, unless it was replaced meanwhile (kubectl annotate --overwrite)."""
+        meta = ir["metadata"]
+        value = (meta.get("annotations") or {}).get(annotation)
+        path = "/metadata/annotations/" + annotation.replace("~", "~0").replace("/", "~1")
+        patch = [{"op": "test", "path": path, "value": value}, {"op": "remove", "path": path}]
+        try:
+            await self.ctx.client.patch(INFERENCE_REPLICAS, meta["name"], patch, meta["namespace"],
+                                        content_type=JSON_PATCH)
+        except ApiError as exc:
+            if not (exc.not_found or exc.status == 422):  # gone, or a newer request: the next pass answers it
+                raise
+
+    async def _finish_teardown(self, ir: Obj, isvc: str, component: str,
+                               pods: dict[int, list[PodFacts]]) -> Result | None:
+        """Lets a deleted replica go once its pods and PodGroups are gone, or at the teardown deadline."""
+        ctx = self.ctx
+        meta = ir["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        podgroups = list(ctx.by_index(PODGROUPS, BY_REPLICA, key)) if ctx.caches.has(PODGROUPS) else []
+        left = sum(len(p) for p in pods.values())
+        if not left and not podgroups:
+            await self._release_all(ir)
             return None
-        since = parse_time(ir["metadata"].get("deletionTimestamp"))
-        deadline = optional_duration(self.ctx.config.teardown_deadline)
+        selector = f'selector: parent="{isvc}", component="{component}"'
+        escape = (f"manual escape: kubectl patch inferencereplica {meta['name']} -n {meta['namespace']} --type=merge "
+                  """-p '{"metadata":{"finalizers":null}}'""")
+        since = parse_time(meta.get("deletionTimestamp"))
+        try:
+            deadline = optional_duration(ctx.config.teardown_deadline)
+            invalid = False
+        except InvalidValue:
+            deadline, invalid = None, True
         if since is not None and deadline is not None:
-            remaining = since + deadline - self.ctx.wall_clock()
+            remaining = since + deadline - ctx.wall_clock()
             if remaining <= 0:
-                log.warning("teardown deadline passed; letting the pods go with the InferenceReplica",
-                            pods=sum(len(p) for p in pods.values()))
-                await self._release(ir)
+                ctx.events.event(ir, "Warning", "TeardownDeadlineExceeded", (
+                    f"teardown deadline {format_duration(deadline)} exceeded ({left} owned pod(s) observed; "
+                    f"{selector}); releasing finalizer {c.FINALIZER_TEARDOWN} to background GC; {escape}"))
+                await self._release_all(ir)
                 return None
-            return Result(requeue_after=min(remaining, 60.0))
+            return Result(requeue_after=min(remaining + 0.5, 60.0))
+        why = "lifecycle.teardown.deadline configured but invalid" if invalid else \
+            "no lifecycle.teardown.deadline configured"
+        ctx.events.event(ir, "Warning", "TeardownBlocked", (
+            f"teardown blocked: {left} owned pod(s) and {len(podgroups)} owned PodGroup(s) remain ({selector}); "
+            f"finalizer {c.FINALIZER_TEARDOWN} holds until cleanup completes ({why}); {escape}"))
         return None
 
-    async def _release(self, ir: Obj) -> None:
+    async def _release_all(self, ir: Obj) -> None:
+        for finalizer in (c.FINALIZER_TEARDOWN, c.FINALIZER_LEGACY_DRAIN):
+            await self._release(ir, finalizer)
+
+    async def _release(self, ir: Obj, finalizer: str) -> None:
         finalizers = ir["metadata"].get("finalizers") or []
-        if c.FINALIZER_DRAIN not in finalizers:
+        if finalizer not in finalizers:
             return
-        at = finalizers.index(c.FINALIZER_DRAIN)
-        patch = [{"op": "test", "path": f"/metadata/finalizers/{at}", "value": c.FINALIZER_DRAIN},
+        at = finalizers.index(finalizer)
+        patch = [{"op": "test", "path": f"/metadata/finalizers/{at}", "value": finalizer},
                  {"op": "remove", "path": f"/metadata/finalizers/{at}"}]
         try:
             await self.ctx.client.patch(INFERENCE_REPLICAS, ir["metadata"]["name"], patch, ir["metadata"]["namespace"],

@@ -1,33 +1,44 @@
 """The InferenceReplica planner: from the replica, its Instances' rows and their pods, the next rows and what to say.
 
 Pure: everything it needs comes in `ReplicaView` (the caller reads the caches and the clock), and it returns a
-`ReplicaPlan` (the status to write, events to record, when to look again). It owns the Instances' lifecycle:
+`ReplicaPlan` (the status to write, events to record, requests answered, when to look again). It owns the
+Instances' lifecycle, as OME's concepts/omenative/instances.md and instance-restart-policy.md describe it:
 - scale: new Instances at the lowest free index; scale-down removes Instances that are not Ready first, then the
   highest index;
-- phases: Creating -> Ready; Ready -> Restarting when the restart policy says so; Ready -> Pending under the None
-  policy when every pod is gone; anything -> Failed on a deadline, a pod stuck past the grace period, or a pod
-  unschedulable past its grace period; Failed -> Creating again after a backoff; Deleting -> gone with its pods;
-- the incarnation goes up by one each time an Instance's pods are recreated, so a new attempt's pods are never
-  mistaken for the last one's;
-- counts, revisions and conditions of the status.
+- readiness: an Instance is Ready once every pod serves and has been Ready for minReadySeconds;
+- repair: under `None` a lost or Failed pod is replaced alone (same incarnation); under
+  `RecreateInstanceOnPodRestart` a pod that fails, goes missing or restarts its main container rebuilds the whole
+  Instance one incarnation higher; a pod wedged past the stuck-pod grace rebuilds it under either policy, paced by
+  `maxUnavailable` (`RepairHeld` while the budget is used up);
+- failure: a deadline, a wedged or unschedulable pod fails an operation; retries follow the retry blocks (a
+  revision that keeps failing for a reason of its own is held) or, for other causes, a backoff;
+- updates: SurgeThenDrain brings a whole new Instance up before the old one drains, RecreatePod recreates in place,
+  both paced by their budget; a zero budget stalls with the `Budget` gate, as OME documents;
+- operators' requests (`ome.io/reset-instances`, `ome.io/release-held-revision`), answered once;
+- counts, revisions, the rollout hold and the conditions of the status.
 The Instance controller then makes each Instance's pods match its row.
 """
 
 from __future__ import annotations
+
+import math
 
 import attrs
 
 from omenative.api import constants as c
 from omenative.api.config import ControllerConfig
 from omenative.api.defaults import IN_PLACE_ONLY, RECREATE, SURGE_THEN_DRAIN
-from omenative.api.types import Condition, InstanceOperation, InstanceStatus, LastFailure
-from omenative.api.units import optional_duration, resolve_int_or_percent
+from omenative.api.readiness import Serving, replica_ready
+from omenative.api.types import Condition, InstanceOperation, InstanceStatus, LastFailure, RetryBlock, RolloutHold
+from omenative.api.units import format_duration, optional_duration, resolve_int_or_percent
+from omenative.controllers.inferencereplica import requests
+from omenative.controllers.inferencereplica.retry import HELD, RetryBlocks, RetryPolicy, counts
 from omenative.observe.pods import PodFacts, format_time, parse_time
 
 CREATING, READY, RESTARTING, PENDING, FAILED, DELETING, UPDATING = (
     "Creating", "Ready", "Restarting", "Pending", "Failed", "Deleting", "Updating")
-RETRY_BASE_SECONDS = 60.0
 RETRY_MAX_SECONDS = 600.0
+ALL_POD_READY = "AllPodReady"
 
 
 @attrs.frozen(kw_only=True)
@@ -42,11 +53,11 @@ class ReplicaView:
     component: str
     replicas: int  # desired Instances
     pods_per_instance: int
-    update_revision: str
+    update_revision: str  # the hash of the runners being rolled out
     restart_policy: str
     ready_timeout: float | None
     min_ready_seconds: int
-    max_unavailable: int | str | None
+    max_unavailable: int | str | None  # the budget in effect: None sets no limit
     multi_pod: bool
     podgroup_crd: bool
     rows: list[InstanceStatus]
@@ -54,8 +65,19 @@ class ReplicaView:
     now: float
     deleting: bool = False  # the InferenceReplica is being deleted: every Instance drains
     update_strategy: str = SURGE_THEN_DRAIN
-    max_surge: int | str | None = "25%"
+    max_surge: int | str | None = "25%"  # None sets no limit
+    ready_policy: str = ALL_POD_READY  # None is allowed for single-pod Instances only, where it is the same
     config: ControllerConfig = attrs.field(factory=ControllerConfig)
+    revision_prefix: str = ""  # "{isvc}-{component}-": a revision's name is the prefix and its hash
+    retry_blocks: list[RetryBlock] = attrs.field(factory=list)
+    retry_policy: RetryPolicy = attrs.field(factory=RetryPolicy)
+    rollout_hold: RolloutHold | None = None  # as last written
+    reset_request: str | None = None
+    release_request: str | None = None
+    who: str = ""  # "InferenceReplica {namespace}/{name} component={component}", for the requests' events
+
+    def revision_name(self, revision: str | None) -> str:
+        return f"{self.revision_prefix}{revision or ''}"
 
 
 @attrs.frozen(kw_only=True)
@@ -75,14 +97,18 @@ class ReplicaPlan:
     current_revision: str
     conditions: list[Condition]
     events: list[Event]
-    wake_in: float | None  # seconds until a deadline or grace period may change the plan
+    wake_in: float | None  # seconds until a deadline, backoff or grace period may change the plan
+    retry_blocks: list[RetryBlock] = attrs.field(factory=list)
+    rollout_hold: RolloutHold | None = None
+    answered: tuple[str, ...] = ()  # request annotations answered by this plan, to remove once it is written
 
 
 @attrs.frozen
 class InstanceFacts:
     """What an Instance's pods of its current incarnation show."""
 
-    pods: list[PodFacts]  # current incarnation, not terminating
+    pods: list[PodFacts]  # current incarnation, not terminating, not ended
+    ended: list[PodFacts]  # current incarnation, not terminating, phase Failed or Succeeded
     stale: list[PodFacts]  # other incarnations, or terminating
     desired: int
 
@@ -99,18 +125,21 @@ class InstanceFacts:
     def available(self, now: float, min_ready_seconds: int) -> bool:
         return self.present >= self.desired and all(p.available(now, min_ready_seconds) for p in self.pods)
 
+    def any_serving(self) -> bool:
+        return any(p.serving for p in self.pods)
+
 
 def instance_facts(row: InstanceStatus, pods: list[PodFacts], desired: int) -> InstanceFacts:
-    current = [p for p in pods if p.incarnation == row.incarnation and not p.terminating]
-    stale = [p for p in pods if p.incarnation != row.incarnation or p.terminating]
-    return InstanceFacts(current, stale, desired)
+    current = [p for p in pods if p.incarnation == row.incarnation and not p.terminating and not p.orphan]
+    stale = [p for p in pods if p.incarnation != row.incarnation or p.terminating or p.orphan]
+    return InstanceFacts([p for p in current if not p.terminal], [p for p in current if p.terminal], stale, desired)
 
 
 def _operation(kind: str, step: str, now: float, timeout: float | None, revision: str, reason: str,
-               retries: int = 0) -> InstanceOperation:
+               retries: int = 0, strategy: str | None = None) -> InstanceOperation:
     return InstanceOperation(
         type=kind, step=step, started_at=format_time(now), target_revision=revision, reason=reason,
-        deadline=format_time(now + timeout) if timeout else None, retry_count=retries or None)
+        deadline=format_time(now + timeout) if timeout else None, retry_count=retries or None, strategy=strategy)
 
 
 def _failure(pod: PodFacts | None, container: str | None, reason: str, exit_code: int | None, message: str,
@@ -119,14 +148,25 @@ def _failure(pod: PodFacts | None, container: str | None, reason: str, exit_code
                        exit_code=exit_code, message=message[:512], time=format_time(now))
 
 
+def _budget(value: int | str | None, desired: int) -> int | None:
+    """A budget as a number of Instances; None sets no limit (a zero stays zero: the rollout stalls)."""
+    if value is None:
+        return None
+    return resolve_int_or_percent(value, desired) or 0
+
+
 @attrs.define
 class _Planner:
     view: ReplicaView
+    blocks: RetryBlocks
     events: list[Event] = attrs.field(factory=list)
     wakes: list[float] = attrs.field(factory=list)
+    out_of_service: int = 0  # Instances restarting or recreated for an update: what maxUnavailable caps
+    hold: tuple[str, str] | None = None  # (gate, reason) of the rollout, when it could not move
+    advanced: bool = False  # an update or retry started in this pass
 
     def wake_at(self, when: float | None) -> None:
-        if when is not None and when > self.view.now:
+        if when is not None and when > self.view.now and when != math.inf:
             self.wakes.append(when - self.view.now)
 
     def event(self, type_: str, reason: str, message: str) -> None:
@@ -135,18 +175,30 @@ class _Planner:
     def prefix(self, row: InstanceStatus) -> str:
         return f"OMENative component={self.view.component} instance={row.index}"
 
-    # -- causes
+    def held(self, gate: str, reason: str) -> None:
+        if self.hold is None:
+            self.hold = (gate, reason)
+
+    # -- what the pods say
+    def settled(self, facts: InstanceFacts) -> bool:
+        """Every pod serves and has been Ready for minReadySeconds (the Instance may turn Ready)."""
+        view = self.view
+        if not facts.serving():
+            return False
+        if view.min_ready_seconds <= 0 or facts.available(view.now, view.min_ready_seconds):
+            return True
+        since = max((p.ready_since for p in facts.pods if p.ready_since is not None), default=view.now)
+        self.wake_at(since + view.min_ready_seconds)
+        return False
+
     def restart_cause(self, row: InstanceStatus, facts: InstanceFacts) -> tuple[str, LastFailure] | None:
         """Why a Ready Instance must be recreated under RecreateInstanceOnPodRestart, if it must."""
         now = self.view.now
-        if facts.present < facts.desired:
-            message = (f"gang member lost: {facts.present} of {facts.desired} pods present" if self.view.multi_pod
-                       else f"pod count {facts.present} below desired {facts.desired}")
-            return message, _failure(None, None, "PodMissing", None, message, now)
+        for pod in facts.ended:
+            reason = pod.reason or ("PodFailed" if pod.phase == "Failed" else pod.phase)
+            message = f"pod {pod.name} failed: {reason}"
+            return message, _failure(pod, None, "PodFailed", None, pod.message or message, now)
         for pod in facts.pods:
-            if pod.phase == "Failed":
-                message = f"pod {pod.name} failed: {pod.reason or 'PodFailed'}"
-                return message, _failure(pod, None, "PodFailed", None, pod.message or message, now)
             restart = pod.main_restarts()
             baseline = (row.restart_baseline or {}).get(pod.name, 0)
             if restart is not None and restart.restarts > baseline:
@@ -154,6 +206,10 @@ class _Planner:
                 message = (f"pod {pod.name} container {restart.container} restarted after Ready: "
                            f"{restart.reason}{exit_code}")
                 return message, _failure(pod, restart.container, restart.reason, restart.exit_code, message, now)
+        if facts.present < facts.desired:
+            message = (f"gang member lost: {facts.present} of {facts.desired} pods present" if self.view.multi_pod
+                       else f"pod count {facts.present} below desired {facts.desired}")
+            return message, _failure(None, None, "PodMissing", None, message, now)
         return None
 
     def wedged(self, facts: InstanceFacts) -> tuple[str, LastFailure] | None:
@@ -187,6 +243,8 @@ class _Planner:
     # -- transitions
     def fail(self, row: InstanceStatus, failure: LastFailure, message: str) -> InstanceStatus:
         self.event("Warning", "InstanceFailed", f"{self.prefix(row)} failed: {message}")
+        if counts(failure.reason) and row.target_revision:
+            self.blocks.record_failure(self.view.revision_name(row.target_revision), failure.reason or "")
         retries = (row.operation.retry_count or 0) + 1 if row.operation else 1
         operation = attrs.evolve(row.operation, retry_count=retries) if row.operation else None
         return attrs.evolve(row, phase=FAILED, last_failure=failure, operation=operation,
@@ -195,7 +253,7 @@ class _Planner:
                                                   last_transition_time=format_time(self.view.now))])
 
     def check_failure(self, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus | None:
-        """Fails an Instance that is being created or restarted when it cannot finish."""
+        """Fails an Instance that is being created, restarted or updated when it cannot finish."""
         now = self.view.now
         if facts.serving():
             return None  # an Instance serving at full count is never failed
@@ -210,8 +268,10 @@ class _Planner:
         deadline = parse_time(row.operation.deadline) if row.operation else None
         if deadline is not None:
             if now >= deadline:
+                reason = "ContainersNotReady" if facts.present >= facts.desired and not facts.ready() else \
+                    "ReadinessGateNotSatisfied" if facts.present >= facts.desired else "DeadlineExceeded"
                 message = f"not ready within the instanceReadyTimeout ({facts.present}/{facts.desired} pods present)"
-                return self.fail(row, _failure(None, None, "InstanceReadyTimeout", None, message, now), message)
+                return self.fail(row, _failure(None, None, reason, None, message, now), message)
             self.wake_at(deadline)
         return None
 
@@ -220,60 +280,152 @@ class _Planner:
         if restarted:
             self.event("Normal", "RestartCompleted",
                        f"{self.prefix(row)} restart completed (incarnation={row.incarnation})")
+        if row.target_revision:
+            self.blocks.succeeded(self.view.revision_name(row.target_revision))
+        announced = [a for a in row.announced or [] if not a.startswith(requests.RESET_MARKER)] or None
         return attrs.evolve(row, phase=READY, operation=None, conditions=None, restart_baseline=baseline or None,
-                            running_revision=row.target_revision)
+                            running_revision=row.target_revision, announced=announced)
+
+    def announce_once(self, row: InstanceStatus, marker: str, type_: str, reason: str,
+                      message: str) -> InstanceStatus:
+        """An event raised once per episode, remembered in the row so a restarted controller does not repeat it."""
+        if marker in (row.announced or []):
+            return row
+        self.event(type_, reason, message)
+        return attrs.evolve(row, announced=[*(row.announced or []), marker])
+
+    def restart(self, row: InstanceStatus, message: str, failure: LastFailure) -> InstanceStatus:
+        incarnation = (row.incarnation or 1) + 1
+        self.event("Warning", "RestartTriggered",
+                   f"{self.prefix(row)} restart triggered: {message} (incarnation={incarnation})")
+        self.out_of_service += 1
+        return attrs.evolve(row, phase=RESTARTING, incarnation=incarnation, last_failure=failure, restart_baseline=None,
+                            announced=None, operation=_operation("Restart", "Drain", self.view.now,
+                                                                 self.view.ready_timeout, row.target_revision or "",
+                                                                 message))
+
+    def repair_budget_left(self) -> tuple[bool, str]:
+        budget = _budget(self.view.max_unavailable, max(self.view.replicas, 1))
+        if budget is None or self.out_of_service < budget:
+            return True, ""
+        return False, (f"per-Component unavailability budget {budget} exhausted "
+                       f"(would become {self.out_of_service + 1})")
+
+    def step_ready(self, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus:
+        view, now = self.view, self.view.now
+        stuck = self.wedged(facts)  # asked even when another cause wins: it also schedules the next look
+        if view.restart_policy == RECREATE:
+            cause = self.restart_cause(row, facts)
+            if cause is not None:
+                return self.restart(row, *cause)  # restarts the policy starts wait for no budget
+        if stuck is not None:
+            allowed, why = self.repair_budget_left()
+            if allowed:
+                return self.restart(row, *stuck)
+            message, _ = stuck
+            return self.announce_once(row, f"RepairHeld@{row.incarnation or 1}", "Warning", "RepairHeld",
+                                      f"{self.prefix(row)} repair held: {message}; gate Budget: {why}")
+        if view.restart_policy != RECREATE and facts.present < facts.desired:
+            if facts.present == 0:
+                return attrs.evolve(row, phase=PENDING)
+            lost = [p.name for p in facts.ended] or [f"{facts.desired - facts.present} missing"]
+            return attrs.evolve(row, phase=CREATING, operation=_operation(
+                "Create", "CreatePods", now, view.ready_timeout, row.target_revision or view.update_revision,
+                f"replace lost pod(s): {', '.join(lost)}"))
+        return row
+
+    def rebuild(self, row: InstanceStatus, reason: str) -> InstanceStatus | None:
+        """Starts a Failed Instance over on the update revision when its retry block allows; None while it waits."""
+        view = self.view
+        revision = view.update_revision
+        name = view.revision_name(revision)
+        wait = self.blocks.wait_until(name)
+        if wait is not None:
+            self.held(HELD if self.blocks.state(name) == HELD else "RetryBlock",
+                      f"revision {name} is {self.blocks.state(name)}")
+            self.wake_at(wait)
+            return None
+        self.blocks.start_attempt(name)
+        self.advanced = True
+        retries = (row.operation.retry_count or 1) if row.operation else 0
+        return attrs.evolve(row, phase=CREATING, incarnation=(row.incarnation or 1) + 1, conditions=None,
+                            target_revision=revision, restart_baseline=None,
+                            announced=[a for a in row.announced or [] if not a.startswith(requests.RESET_MARKER)]
+                            or None,
+                            operation=_operation("Create", "CreatePods", view.now, view.ready_timeout, revision,
+                                                 reason, retries))
+
+    def step_failed(self, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus:
+        view, now = self.view, self.view.now
+        if self.settled(facts):
+            return self.ready(row, facts, restarted=False)
+        if requests.waiting_for_rebuild(row):
+            return self.rebuild(row, "reset at operator request") or row
+        op = row.operation
+        if row.target_revision != view.update_revision:
+            return self.rebuild(row, "new revision") or row  # a new revision reaches it
+        if op is not None and op.type == "Restart":
+            return row  # kept for inspection until a reset or a new revision
+        if row.last_failure is not None and counts(row.last_failure.reason):
+            return self.rebuild(row, "retry after failure") or row  # the retry block paces it
+        retries = (op.retry_count or 1) if op else 1
+        failed_at = parse_time(row.last_failure.time) if row.last_failure else now
+        backoff = min(view.retry_policy.backoff * 2 ** max(retries - 1, 0), RETRY_MAX_SECONDS)
+        retry_at = (failed_at or now) + backoff
+        if now < retry_at:
+            self.wake_at(retry_at)
+            return row
+        return self.rebuild(row, "retry after failure") or row
 
     def step(self, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus:
         view, now = self.view, self.view.now
         phase = row.phase
         if phase == DELETING:
-            return row
+            return self.check_drain(row, facts)
         if phase == UPDATING and row.operation is not None and row.operation.step == "Surge":
-            return row  # a surge source: settled with its replacement in `_settle_surges`
+            return row  # a surge source: settled with its replacement in `settle_surges`
         if phase == CREATING and row.target_revision != view.update_revision and \
-                (row.operation is None or row.operation.type == "Create"):
+                (row.operation is None or row.operation.type == "Create") and not facts.any_serving():
             # Not up yet and already outdated: start it over on the new revision.
             return attrs.evolve(row, incarnation=(row.incarnation or 1) + 1, target_revision=view.update_revision,
                                 operation=_operation("Create", "CreatePods", now, view.ready_timeout,
                                                      view.update_revision, "new revision"))
         if phase in (CREATING, RESTARTING, UPDATING):
-            if facts.serving():
+            if self.settled(facts):
+                if phase != CREATING:
+                    self.out_of_service -= 1  # back in service: its place in the budget frees up
                 return self.ready(row, facts, restarted=phase == RESTARTING)
             return self.check_failure(row, facts) or row
         if phase == READY:
-            stuck = self.wedged(facts)  # asked even when another cause wins: it also schedules the next look
-            cause = (self.restart_cause(row, facts) if view.restart_policy == RECREATE else None) or stuck
-            if cause is not None:
-                message, failure = cause
-                incarnation = (row.incarnation or 1) + 1
-                self.event("Warning", "RestartTriggered",
-                           f"{self.prefix(row)} restart triggered: {message} (incarnation={incarnation})")
-                return attrs.evolve(
-                    row, phase=RESTARTING, incarnation=incarnation, last_failure=failure, restart_baseline=None,
-                    operation=_operation("Restart", "Drain", now, view.ready_timeout, row.target_revision or "",
-                                         message))
-            if view.restart_policy != RECREATE and facts.present == 0:
-                return attrs.evolve(row, phase=PENDING)
-            return row
+            return self.step_ready(row, facts)
         if phase == PENDING:
-            return attrs.evolve(row, phase=CREATING, target_revision=view.update_revision, operation=_operation(
-                "Create", "CreatePods", now, view.ready_timeout, view.update_revision, "pods lost"))
+            return attrs.evolve(row, phase=CREATING, operation=_operation(
+                "Create", "CreatePods", now, view.ready_timeout, row.target_revision or view.update_revision,
+                "pods lost"))
         if phase == FAILED:
-            if facts.serving():
-                return self.ready(row, facts, restarted=False)
-            retries = (row.operation.retry_count or 1) if row.operation else 1
-            failed_at = parse_time(row.last_failure.time) if row.last_failure else now
-            backoff = min(RETRY_BASE_SECONDS * 2 ** max(retries - 1, 0), RETRY_MAX_SECONDS)
-            retry_at = (failed_at or now) + backoff
-            if now < retry_at:
-                self.wake_at(retry_at)
-                return row
-            incarnation = (row.incarnation or 1) + 1
-            return attrs.evolve(row, phase=CREATING, incarnation=incarnation, conditions=None,
-                                target_revision=view.update_revision,
-                                operation=_operation("Create", "CreatePods", now, view.ready_timeout,
-                                                     view.update_revision, "retry after failure", retries))
+            return self.step_failed(row, facts)
         return row
+
+    def check_drain(self, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus:
+        """A Deleting Instance past its drain deadline raises DrainOverdue once; the drain goes on."""
+        deadline = parse_time(row.operation.deadline) if row.operation else None
+        if deadline is None:
+            return row
+        if self.view.now < deadline:
+            self.wake_at(deadline)
+            return row
+        left = [*facts.pods, *facts.ended, *facts.stale]
+        terminating = [p.name for p in left if p.terminating]
+        draining = [p.name for p in left if not p.terminating]
+        parts = []
+        if terminating:
+            parts.append(f"{len(terminating)} pod(s) still Terminating ({', '.join(terminating)})")
+        if draining:
+            parts.append(f"{len(draining)} pod(s) still draining ({', '.join(draining)})")
+        message = (f"OMENative component={self.view.component} instance={row.index}: drain overdue by "
+                   f"{format_duration(self.view.now - deadline)} (deadline {format_time(deadline)}); "
+                   + "; ".join(parts or ["no pod left"]))
+        return self.announce_once(row, f"DrainOverdue@{row.incarnation or 1}", "Warning", "DrainOverdue", message)
 
     def delete(self, row: InstanceStatus, reason: str) -> InstanceStatus:
         """The Instance drains and goes (its pods leave rotation first)."""
@@ -282,8 +434,8 @@ class _Planner:
 
     # -- updates
     def settle_surges(self, rows: dict[int, InstanceStatus]) -> None:
-        """A surge source is drained once its replacement is Ready; if the replacement fails, the surge is
-        abandoned: the replacement goes and the source keeps serving its revision."""
+        """A surge source is drained once its replacement is Ready (which waits out minReadySeconds); if the
+        replacement fails, the surge is abandoned: the replacement goes and the source keeps serving its revision."""
         now = self.view.now
         for index, source in list(rows.items()):
             op = source.operation
@@ -305,8 +457,39 @@ class _Planner:
                 if target is not None and target.phase != DELETING:
                     rows[op.surge_index] = self.delete(target, "surge abandoned")
 
+    def surge_slots_held(self, rows: dict[int, InstanceStatus]) -> tuple[int, str]:
+        """Surge slots in use: surges in flight, and pods listed beyond their Instances' own (terminating ones until
+        their deletion grace elapses, live ones of another incarnation), in whole Instances. Also names a pod."""
+        view, now = self.view, self.view.now
+        in_flight = sum(1 for r in rows.values() if r.phase == UPDATING and r.operation is not None
+                        and r.operation.step == "Surge")
+        extra_slots, named = 0, ""
+        for index, pods in view.pods.items():
+            row = rows.get(index)
+            if row is None:
+                continue
+            drained = row.phase == DELETING and row.operation is not None and \
+                (row.operation.reason or "").startswith("replaced by")
+            extra: list[PodFacts] = []
+            for pod in pods:
+                if pod.terminating:
+                    if pod.deletion_at is not None and pod.deletion_at > now:
+                        extra.append(pod)
+                        self.wake_at(pod.deletion_at)
+                elif drained or pod.incarnation != row.incarnation:
+                    extra.append(pod)
+            if extra:
+                extra_slots += math.ceil(len(extra) / max(view.pods_per_instance, 1))
+                if not named:
+                    pod = extra[0]
+                    named = (f"Terminating pod {pod.name} still counts against the surge budget until its deletion "
+                             "grace elapses" if pod.terminating else
+                             f"extra pod {pod.name} holds a surge slot until its drain completes")
+        return in_flight + extra_slots, named
+
     def start_updates(self, rows: dict[int, InstanceStatus], taken: set[int]) -> None:
-        """Moves outdated Ready Instances to the update revision, paced by the update strategy's budget."""
+        """Moves outdated Ready Instances to the update revision, paced by the strategy's budget and the revision's
+        retry block; what holds it is remembered as the rollout hold."""
         view, now = self.view, self.view.now
         outdated = [r for r in sorted(rows.values(), key=lambda r: r.index or 0)
                     if r.phase == READY and (r.target_revision or r.running_revision) != view.update_revision]
@@ -321,35 +504,79 @@ class _Planner:
                         f"{self.prefix(row)} rejected update: InPlaceOnly strategy but omenative updates by "
                         "replacing pods; the Instance keeps its revision"))
                     rows[row.index or 0] = attrs.evolve(row, announced=[*(row.announced or []), marker])
+            self.held("Budget", "InPlaceOnly refused the change (InPlaceUpdateNotPossible)")
             return
+        name = view.revision_name(view.update_revision)
+        wait = self.blocks.wait_until(name)
+        if wait is not None:
+            state = self.blocks.state(name)
+            self.held(HELD if state == HELD else "RetryBlock", f"revision {name} is {state}" + (
+                f" until {format_time(wait)}" if wait != math.inf else ""))
+            self.wake_at(wait)
+            return
+        one_at_a_time = self.blocks.state(name) is not None  # a block lets one attempt run at a time
         if view.update_strategy == SURGE_THEN_DRAIN:
-            budget = max(resolve_int_or_percent(view.max_surge, desired) or 0, 1)
-            in_flight = sum(1 for r in rows.values() if r.phase == UPDATING)
-            for row in outdated[: max(budget - in_flight, 0)]:
+            budget = _budget(view.max_surge, desired)
+            used, named = self.surge_slots_held(rows)
+            room = len(outdated) if budget is None else budget - used
+            if room <= 0:
+                self.held("Budget", f"per-Component surge budget {budget} exhausted (would become {used + 1})"
+                          + (f"; {named}" if named else ""))
+                return
+            for row in outdated[: 1 if one_at_a_time else room]:
                 failed_at = parse_time(row.last_failure.time) if row.last_failure else None
                 if failed_at is not None and row.last_failure is not None and \
-                        row.last_failure.reason != "PodMissing" and now - failed_at < RETRY_BASE_SECONDS:
-                    self.wake_at(failed_at + RETRY_BASE_SECONDS)
-                    continue  # a surge of this Instance just failed: back off before trying again
+                        row.last_failure.reason not in ("PodMissing", "PodFailed") and \
+                        not counts(row.last_failure.reason) and now - failed_at < view.retry_policy.backoff:
+                    self.wake_at(failed_at + view.retry_policy.backoff)  # a surge of it just failed: back off
+                    self.held("RetryBlock", f"the last surge of instance {row.index} failed "
+                                            f"({row.last_failure.reason}); retrying after the backoff")
+                    continue
                 target = _lowest_free(taken)
                 taken.add(target)
+                self.blocks.start_attempt(name)
+                self.advanced = True
                 rows[target] = InstanceStatus(
                     index=target, incarnation=1, phase=CREATING, target_revision=view.update_revision,
                     operation=_operation("Update", "GangSurgeTarget", now, view.ready_timeout, view.update_revision,
-                                         f"replaces instance {row.index}"))
+                                         f"replaces instance {row.index}", strategy=SURGE_THEN_DRAIN))
                 rows[row.index or 0] = attrs.evolve(row, phase=UPDATING, operation=attrs.evolve(
                     _operation("Update", "Surge", now, view.ready_timeout, view.update_revision,
-                               f"surge to instance {target}"), surge_index=target))
+                               f"surge to instance {target}", strategy=SURGE_THEN_DRAIN), surge_index=target))
             return
         # RecreatePod (and InPlaceIfPossible, which omenative carries out by recreating): paced by maxUnavailable.
-        budget = max(resolve_int_or_percent(view.max_unavailable, desired) or 0, 1) \
-            if view.max_unavailable is not None else 1
-        in_flight = sum(1 for r in rows.values() if r.phase == UPDATING)
-        for row in outdated[: max(budget - in_flight, 0)]:
+        budget = _budget(view.max_unavailable, desired)
+        room = len(outdated) if budget is None else budget - self.out_of_service
+        if room <= 0:
+            self.held("Budget", f"per-Component unavailability budget {budget} exhausted "
+                                f"(would become {self.out_of_service + 1})")
+            return
+        for row in outdated[: 1 if one_at_a_time else room]:
+            self.blocks.start_attempt(name)
+            self.advanced = True
+            self.out_of_service += 1
             rows[row.index or 0] = attrs.evolve(
                 row, phase=UPDATING, incarnation=(row.incarnation or 1) + 1, target_revision=view.update_revision,
                 restart_baseline=None, operation=_operation("Update", "Drain", now, view.ready_timeout,
-                                                            view.update_revision, "new revision"))
+                                                            view.update_revision, "new revision",
+                                                            strategy=view.update_strategy))
+
+    # -- operators' requests
+    def answer_requests(self, rows: dict[int, InstanceStatus]) -> tuple[str, ...]:
+        view = self.view
+        answered: list[str] = []
+        if view.release_request is not None:
+            names = [view.revision_name(view.update_revision)]
+            answer = requests.release(self.blocks, view.release_request, names, view.who)
+            self.event(answer.type, answer.reason, answer.message)
+            answered.append(requests.RELEASE_ANNOTATION)
+        if view.reset_request is not None:
+            serving = {i: instance_facts(r, view.pods.get(i, []), view.pods_per_instance).any_serving()
+                       for i, r in rows.items()}
+            for answer in requests.reset(rows, view.reset_request, serving, view.who):
+                self.event(answer.type, answer.reason, answer.message)
+            answered.append(requests.RESET_ANNOTATION)
+        return tuple(answered)
 
 
 def _lowest_free(taken: set[int]) -> int:
@@ -359,38 +586,50 @@ def _lowest_free(taken: set[int]) -> int:
     return i
 
 
-def _ready_condition(view: ReplicaView, rows: list[InstanceStatus], counts: Counts) -> Condition:
+def _ready_condition(view: ReplicaView, rows: list[InstanceStatus], counts_: Counts) -> Condition:
     now = format_time(view.now)
-    desired = view.replicas
     if any(r.phase == FAILED for r in rows):
         return Condition(type="Ready", status="False", reason="InstanceFailed",
                          message="At least one Instance has Phase=Failed", last_transition_time=now)
     live = [r for r in rows if r.phase != DELETING]
     if any(r.phase == UPDATING or (r.running_revision and r.running_revision != view.update_revision) for r in live):
         return Condition(type="Ready", status="Unknown", reason="RolloutInProgress",
-                         message=f"Rolling out {view.update_revision} ({counts.updated}/{len(live)} Instances on "
-                                 "target)", last_transition_time=now)
-    if desired == 0:
-        return Condition(type="Ready", status="False", reason="NoReplicas",
-                         message="InferenceReplica has no desired Instances", last_transition_time=now)
-    total = len(live)
-    if counts.serving >= desired and counts.ready >= desired:
-        return Condition(type="Ready", status="True", reason="AllInstancesReady",
-                         message=f"{counts.ready}/{total} Instances Ready", last_transition_time=now)
-    budget = resolve_int_or_percent(view.max_unavailable, desired) if view.max_unavailable is not None else 0
-    minimum = max(desired - (budget or 0), 0)
-    if minimum and counts.serving >= minimum:
-        return Condition(type="Ready", status="True", reason="MinimumAvailable",
-                         message=f"{counts.serving}/{total} Instances serving (min {minimum})",
-                         last_transition_time=now)
-    return Condition(type="Ready", status="False", reason="ReplicaCountMismatch",
-                     message=f"{counts.serving}/{total} Instances serving, need {minimum or desired} "
-                             "(no rollout in flight)", last_transition_time=now)
+                         message=f"Rolling out {view.revision_name(view.update_revision)} ({counts_.updated}/"
+                                 f"{len(live)} Instances on target)", last_transition_time=now)
+    status, reason, message = replica_ready(Serving(
+        desired=view.replicas, total=len(live), ready=counts_.ready, serving=counts_.serving,
+        max_unavailable=view.max_unavailable))
+    return Condition(type="Ready", status=status, reason=reason, message=message, last_transition_time=now)
 
 
-def _conditions(view: ReplicaView, rows: list[InstanceStatus], counts: Counts) -> list[Condition]:
+def _conditions(view: ReplicaView, rows: list[InstanceStatus], counts_: Counts,
+                blocks: RetryBlocks) -> list[Condition]:
     now = format_time(view.now)
-    out = [_ready_condition(view, rows, counts)]
+    out = [_ready_condition(view, rows, counts_)]
+    live = [r for r in rows if r.phase != DELETING]
+    rolling = any((r.running_revision or r.target_revision) != view.update_revision or r.phase == UPDATING
+                  for r in live)
+    failing = [r.index for r in rows if r.phase == FAILED]
+    block = blocks.blocks.get(view.revision_name(view.update_revision))
+    if rolling and (failing or block is not None):
+        detail = f"Instance(s) {', '.join(map(str, failing))} Failed" if failing else \
+            f"revision {block.target_revision if block else ''} is {block.state if block else ''} after " \
+            f"{block.attempts_started if block else 0} failed attempt(s) ({block.reason if block else ''})"
+        out.append(Condition(type="RolloutStalled", status="True", reason="InstancesFailing",
+                             message=f"rolling out {view.revision_name(view.update_revision)}: {detail}",
+                             last_transition_time=now))
+    else:
+        out.append(Condition(type="RolloutStalled", status="False", reason="Progressing",
+                             message="no Instance is failing on the update revision", last_transition_time=now))
+    overdue = [r for r in rows if r.phase == DELETING and r.operation is not None and
+               (d := parse_time(r.operation.deadline)) is not None and view.now >= d]
+    if overdue:
+        out.append(Condition(type="DrainOverdue", status="True", reason="DrainsOverdue",
+                             message=f"Instance(s) {', '.join(str(r.index) for r in overdue)} still draining past "
+                                     "their deadline", last_transition_time=now))
+    else:
+        out.append(Condition(type="DrainOverdue", status="False", reason="DrainsWithinDeadline",
+                             message="every drain is within its deadline", last_transition_time=now))
     if view.multi_pod:
         if view.podgroup_crd:
             out.append(Condition(type="GangSchedulingUnavailable", status="False", reason="GangSchedulingAvailable",
@@ -408,13 +647,28 @@ def _conditions(view: ReplicaView, rows: list[InstanceStatus], counts: Counts) -
                                      "instead of failing", last_transition_time=now))
     else:
         out.append(Condition(type="InstanceReadyTimeoutUnconfigured", status="False",
-                             reason="InstanceReadyTimeoutConfigured", message="instanceReadyTimeout is set",
+                             reason="InstanceReadyTimeoutConfigured",
+                             message=f"Instance readiness deadline is {format_duration(view.ready_timeout)}",
                              last_transition_time=now))
     return out
 
 
+def _rollout_hold(view: ReplicaView, planner: _Planner) -> RolloutHold | None:
+    if planner.hold is None or planner.advanced:
+        return None
+    gate, reason = planner.hold
+    target = view.revision_name(view.update_revision)
+    old = view.rollout_hold
+    since = old.since if old is not None and old.gate == gate and old.target == target and old.since else \
+        format_time(view.now)
+    return RolloutHold(gate=gate, reason=reason, target=target, since=since)
+
+
 def plan(view: ReplicaView) -> ReplicaPlan:
-    planner = _Planner(view)
+    # A block is kept only while its revision is the one being rolled out: a new revision replaces a held one.
+    blocks = RetryBlocks.of(view.retry_blocks, view.retry_policy, view.now,
+                            {view.revision_name(view.update_revision)})
+    planner = _Planner(view, blocks)
     rows = {r.index: r for r in view.rows if r.index is not None}
 
     # Adopt Instances whose pods exist without a row (a status write that was lost): never orphan a pod.
@@ -428,7 +682,12 @@ def plan(view: ReplicaView) -> ReplicaPlan:
                                          operation=_operation("Create", "CreatePods", view.now, view.ready_timeout,
                                                               revision, "adopted existing pods"))
 
-    # Lifecycle of every Instance.
+    # Operators' requests come first: a reset Instance is rebuilt in the same pass when nothing holds it.
+    answered = planner.answer_requests(rows)
+
+    # Lifecycle of every Instance. Instances already out of service count against the repair budget.
+    planner.out_of_service = sum(1 for r in rows.values() if r.phase == RESTARTING or (
+        r.phase == UPDATING and r.operation is not None and r.operation.step != "Surge"))
     next_rows: dict[int, InstanceStatus] = {}
     for index, row in sorted(rows.items()):
         facts = instance_facts(row, view.pods.get(index, []), view.pods_per_instance)
@@ -441,6 +700,11 @@ def plan(view: ReplicaView) -> ReplicaPlan:
     taken = set(next_rows) | set(view.pods)
     if not view.deleting:
         planner.start_updates(next_rows, taken)
+    for block in blocks.held:
+        planner.event("Warning", "RetryHeld", (
+            f"{view.who} update to revision {block.target_revision} held after {block.attempts_started} failed "
+            f"attempt(s) (last failure: {block.reason}); publish a corrected revision or raise "
+            "lifecycle.updateRetry limits"))
 
     # Scale to the desired number of Instances (none while the replica itself is being deleted). A surge's
     # replacement stands in for its source, so the pair counts once.
@@ -481,11 +745,12 @@ def plan(view: ReplicaView) -> ReplicaPlan:
         final.append(attrs.evolve(
             row, pod_count=facts.present, serving_pod_count=sum(p.serving for p in facts.pods),
             available_pod_count=sum(p.available(view.now, view.min_ready_seconds) for p in facts.pods)))
-    counts = Counts(replicas=len(final), ready=ready, serving=serving, available=available, updated=updated,
-                    updated_ready=updated_ready)
+    counts_ = Counts(replicas=len(final), ready=ready, serving=serving, available=available, updated=updated,
+                     updated_ready=updated_ready)
     running = [r.running_revision for r in final if r.running_revision]
     current = view.update_revision if not running or all(r == view.update_revision for r in running) else \
         max(set(running), key=running.count)
-    return ReplicaPlan(rows=final, counts=counts, current_revision=current,
-                       conditions=_conditions(view, final, counts), events=planner.events,
-                       wake_in=min(planner.wakes) if planner.wakes else None)
+    return ReplicaPlan(rows=final, counts=counts_, current_revision=current,
+                       conditions=_conditions(view, final, counts_, blocks), events=planner.events,
+                       wake_in=min(planner.wakes) if planner.wakes else None, retry_blocks=blocks.to_list(),
+                       rollout_hold=_rollout_hold(view, planner), answered=answered)

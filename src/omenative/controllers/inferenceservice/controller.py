@@ -3,6 +3,7 @@ InferenceReplica and surrounding objects, remove those of components no longer d
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 import structlog
@@ -17,6 +18,7 @@ from omenative.controllers.context import BY_ISVC, Context
 from omenative.controllers.inferenceservice import desired
 from omenative.controllers.inferenceservice.status import build_status
 from omenative.kube.cache import NAMESPACE_INDEX
+from omenative.kube.client import ApiError
 from omenative.kube.controller import Result, split_key
 from omenative.kube.resources import (
     CLUSTER_SERVING_RUNTIMES,
@@ -43,6 +45,7 @@ KIND_RESOURCES: dict[str, Resource] = {
     "PodDisruptionBudget": PDBS, "ServiceAccount": SERVICE_ACCOUNTS, "Role": ROLES, "RoleBinding": ROLE_BINDINGS,
 }
 # Children an InferenceService may own, by resource, for clean-up of components it no longer declares.
+REFUSED_RETRY_SECONDS = 30.0
 OWNED = (INFERENCE_REPLICAS, SERVICES, HPAS, PDBS, SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS)
 
 
@@ -118,28 +121,50 @@ class InferenceServiceController:
                                                               config=ctx.config))
         if findings.errors:
             problems.append(("InvalidSpec", "; ".join(findings.errors)))
+        refused: list[tuple[str, str, str]] = []
         if not problems:
             for part in plan.components:
-                await self.apply_component(isvc, part)
+                await self.apply_component(isvc, part, refused)
             if plan.entry is not None:
-                await ctx.applier.apply(SERVICES, plan.entry)
+                await self.write(refused, ctx.applier.apply(SERVICES, plan.entry), plan.entry)
             await self.clean_up(isvc, plan)
         replicas = {part.name: ctx.get(INFERENCE_REPLICAS, namespace, part.replica["metadata"]["name"])
                     for part in plan.components}
-        status = build_status(isvc, plan, replicas, problems, format_time(ctx.wall_clock()))
+        status = build_status(isvc, plan, replicas, problems, format_time(ctx.wall_clock()), refused=refused)
         await ctx.applier.apply_status(INFERENCE_SERVICES, name, namespace, status)
+        if refused:
+            kind, child, message = refused[0]
+            ctx.events.event(isvc, "Warning", "ComponentReconcileError",
+                             f"the API server refused {kind} {child}: {message}")
+            # Nothing watched tells when a quota is raised or a webhook changes its mind: look again, bounded.
+            return Result(requeue_after=REFUSED_RETRY_SECONDS)
         return None
 
-    async def apply_component(self, isvc: Obj, part: desired.ComponentPlan) -> None:
+    async def write(self, refused: list[tuple[str, str, str]], request: Awaitable[Any], obj: Obj) -> None:
+        """Makes one write; a refusal that retrying as is cannot fix (a quota, a webhook, an invalid or full
+        value) is collected for the status instead of stopping the others."""
+        try:
+            await request
+        except ApiError as exc:
+            if exc.status in (400, 403, 422) or (exc.status == 500 and "allocate" in exc.message):
+                refused.append((obj.get("kind") or "object", obj["metadata"]["name"], exc.message))
+                log.warning("write refused", kind=obj.get("kind"), name=obj["metadata"]["name"],
+                            status=exc.status, message=exc.message)
+                return
+            raise
+
+    async def apply_component(self, isvc: Obj, part: desired.ComponentPlan,
+                              refused: list[tuple[str, str, str]]) -> None:
         ctx = self.ctx
         meta = part.replica["metadata"]
         if ctx.get(INFERENCE_REPLICAS, meta["namespace"], meta["name"]) is None:
             # Created with the initial Instance count by a one-time write of its own, so that omenative's apply,
             # which never sends spec.replicas while an autoscaler owns it, never fights the autoscaler.
-            await ctx.applier.create(INFERENCE_REPLICAS, part.bootstrap, field_manager=BOOTSTRAP_MANAGER)
-        await ctx.applier.apply(INFERENCE_REPLICAS, part.replica)
+            await self.write(refused, ctx.applier.create(INFERENCE_REPLICAS, part.bootstrap,
+                                                         field_manager=BOOTSTRAP_MANAGER), part.replica)
+        await self.write(refused, ctx.applier.apply(INFERENCE_REPLICAS, part.replica), part.replica)
         for child in part.children:
-            await ctx.applier.apply(KIND_RESOURCES[child["kind"]], child)
+            await self.write(refused, ctx.applier.apply(KIND_RESOURCES[child["kind"]], child), child)
 
     async def clean_up(self, isvc: Obj, plan: desired.Plan) -> None:
         """Deletes what this InferenceService created for a component it no longer declares, or an autoscaler its

@@ -107,7 +107,7 @@ def build(inputs: Inputs, *, claim_unmoded: bool = False) -> Plan:
             isvc=name, namespace=namespace, component=comp, owner=owner, runners=runner_list, lifecycle=lifecycle,
             autoscaler=autoscaler, min_ready_seconds=int(lifecycle.get("minReadySeconds") or 0),
             topology=_topology(component) if comp != c.ROUTER else {},
-            replicas=low if klass == "None" else None)
+            replicas=low if klass == "None" else None, parent_generation=inputs.isvc["metadata"].get("generation"))
         hpa = objects.horizontal_pod_autoscaler(
             isvc=name, namespace=namespace, component=comp, owner=owner, min_replicas=low, max_replicas=high,
             hpa=autoscaler.get("hpa")) if klass == "HPA" else None

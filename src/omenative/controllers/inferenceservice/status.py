@@ -1,8 +1,14 @@
 """The InferenceService's status, from its components' InferenceReplicas. Pure.
 
-`<Component>Ready` follows each OMENative component's Instances (reasons Ready, MinimumAvailable,
-InsufficientAvailable, NoReplicas); `Ready` follows the engine alone with ingress off, as in OME; a runtime or
-model that cannot be resolved makes `Ready` False with its reason and message.
+`<Component>Ready` follows each OMENative component's Instances with the same computation as the InferenceReplica's
+own `Ready` (`omenative.api.readiness`); `Ready` follows the engine alone with ingress off, as in OME; a runtime or
+model that cannot be resolved makes `Ready` False with its reason and message; a child the API server refused to
+write (a quota, an admission webhook, a full Service range) makes `Reconciled` False, naming it.
+
+Generations: the status, and each of its conditions, carry the generation that the components' InferenceReplicas
+reflect. Until every InferenceReplica holds the InferenceService's current generation (`ome.io/parent-generation`)
+and its own status observed its spec, the conditions keep the generation they were computed for, so
+`kubectl wait --for=condition=Ready` right after `kubectl apply` waits for the new generation.
 """
 
 from __future__ import annotations
@@ -11,45 +17,48 @@ from typing import Any
 
 from omenative.api import constants as c
 from omenative.api.conditions import condition, settle
-from omenative.api.units import resolve_int_or_percent
+from omenative.api.readiness import Serving, component_ready, desired_instances
 from omenative.controllers.inferenceservice.desired import Plan
 
 Obj = dict[str, Any]
 COMPONENT_CONDITION = {c.ENGINE: "EngineReady", c.DECODER: "DecoderReady", c.ROUTER: "RouterReady"}
 LIFECYCLE_FIELDS = ("observedGeneration", "currentRevision", "updateRevision", "labelSelector", "replicas",
                     "readyReplicas", "servingReplicas", "availableReplicas", "updatedReplicas",
-                    "updatedReadyReplicas")
+                    "updatedReadyReplicas", "rolloutHold")
 
 
 def service_url(service: str, namespace: str, port: int, cluster_domain: str) -> str:
     return f"http://{service}.{namespace}.svc.{cluster_domain}" + (f":{port}" if port != 80 else "")
 
 
+def reflects(replica: Obj | None, generation: int | None) -> bool:
+    """The InferenceReplica carries the InferenceService's generation and its status observed its own spec."""
+    if replica is None:
+        return False
+    meta = replica["metadata"]
+    parent = (meta.get("annotations") or {}).get(c.ANN_PARENT_GENERATION)
+    status = replica.get("status") or {}
+    return parent == str(generation) and status.get("observedGeneration") == meta.get("generation")
+
+
 def component_condition(name: str, replica: Obj | None, max_unavailable: Any, now: str) -> Obj:
     kind = COMPONENT_CONDITION[name]
-    spec, status = (replica or {}).get("spec") or {}, (replica or {}).get("status") or {}
-    desired = int(spec.get("replicas") or 1) if replica is not None else 0
-    total = int(status.get("replicas") or 0)
-    serving = int(status.get("servingReplicas") or 0)
-    ready = int(status.get("readyReplicas") or 0)
     if replica is None:
         return condition(kind, False, "InsufficientAvailable", "0/0 Instances serving, need 1", now)
-    if desired == 0:
-        return condition(kind, False, "NoReplicas", "Component has no desired Instances", now)
-    if serving >= desired and ready >= desired:
-        return condition(kind, True, "Ready", "All Instances are Ready", now)
-    budget = resolve_int_or_percent(max_unavailable, desired) if max_unavailable is not None else 0
-    minimum = max(desired - (budget or 0), 1)
-    if serving >= minimum:
-        return condition(kind, True, "MinimumAvailable", f"{serving}/{total} Instances serving (min {minimum})", now)
-    return condition(kind, False, "InsufficientAvailable", f"{serving}/{total} Instances serving, need {minimum}",
-                     now)
+    status = replica.get("status") or {}
+    serving = Serving(desired=desired_instances(replica), total=int(status.get("replicas") or 0),
+                      ready=int(status.get("readyReplicas") or 0), serving=int(status.get("servingReplicas") or 0),
+                      max_unavailable=max_unavailable)
+    ok, reason, message = component_ready(serving)
+    return condition(kind, ok, reason, message, now)
 
 
 def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], problems: list[tuple[str, str]],
-                 now: str, cluster_domain: str = "cluster.local") -> Obj:
+                 now: str, cluster_domain: str = "cluster.local",
+                 refused: list[tuple[str, str, str]] | None = None) -> Obj:
+    """`refused`: the children the API server would not write, as (kind, name, the API's message)."""
     meta = isvc["metadata"]
-    name, namespace = meta["name"], meta["namespace"]
+    name, namespace, generation = meta["name"], meta["namespace"], meta.get("generation")
     old: Obj = isvc.get("status") or {}
     conditions: list[Obj] = []
     components: Obj = {}
@@ -69,6 +78,14 @@ def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], 
     conditions.append(condition("IngressReady", True, "IngressDisabled",
                                 "ingress creation is disabled; the Service " + name + " fronts the InferenceService",
                                 now))
+    if refused:
+        kind, child, message = refused[0]
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        conditions.append(condition("Reconciled", False, "ComponentReconcileError",
+                                    f"the API server refused {kind} {child}: {message}{more}", now))
+    else:
+        conditions.append(condition("Reconciled", True, "Reconciled", "every object of the InferenceService is "
+                                    "written", now))
     if problems:
         reason, message = problems[0]
         conditions.append(condition("Ready", False, reason, message, now))
@@ -79,8 +96,15 @@ def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], 
                                         "the engine is not run by omenative", now))
         else:
             conditions.append({**engine, "type": "Ready"})
-    out: Obj = {"observedGeneration": meta.get("generation"),
-                "conditions": settle(conditions, old.get("conditions"))}
+    # The generation these conditions are true for: the current one once every component reflects it (or when the
+    # spec cannot be acted on at all), else the one the last status was computed for.
+    current = bool(problems) or not plan or all(reflects(replicas.get(p.name), generation) for p in plan.components)
+    observed = generation if current else old.get("observedGeneration")
+    if observed is not None:
+        conditions = [{**cond, "observedGeneration": observed} for cond in conditions]
+    out: Obj = {"conditions": settle(conditions, old.get("conditions"))}
+    if observed is not None:
+        out["observedGeneration"] = observed
     if components:
         out["components"] = components
     if plan is not None and plan.entry is not None:

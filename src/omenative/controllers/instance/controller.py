@@ -19,7 +19,7 @@ from omenative.controllers.instance import plan as planner
 from omenative.kube.client import ApiError
 from omenative.kube.controller import Result
 from omenative.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS, PODS
-from omenative.observe.pods import format_time
+from omenative.observe.pods import format_time, parse_time
 from omenative.render import objects
 from omenative.render.pods import InstanceRef, pod_count
 
@@ -63,7 +63,10 @@ class InstanceController:
             return None
         row = ctx.rows.of(ir).get(index)
         if row is None:
-            return None  # pods without a row are adopted by the InferenceReplica controller, never deleted here
+            # Pods without a row are adopted by the InferenceReplica controller, never deleted here; a PodGroup left
+            # by an Instance that is gone (no row, no pod) is deleted.
+            await self.delete_leftover_podgroup(key, ir)
+            return None
         if not ctx.expectations.satisfied(key):
             return None  # our last creates or deletes have not shown up yet; their events bring us back
         spec: Obj = ir.get("spec") or {}
@@ -86,15 +89,30 @@ class InstanceController:
                 isvc=isvc, namespace=namespace, component=component, index=index, owner=owner,
                 min_member=pod_count(runners), schedule_timeout=gang_schedule_timeout(timeout, ctx.config),
                 topology_key=spec.get("topologyKey"))
+        pods = ctx.by_index(PODS, BY_INSTANCE, key)
         view = planner.InstanceView(
-            ref=ref, phase=row.phase or "", runners=runners,
-            pods=ctx.by_index(PODS, BY_INSTANCE, key),
+            ref=ref, phase=row.phase or "", runners=runners, pods=pods,
             podgroup=ctx.get(PODGROUPS, namespace, podgroup_name) if podgroup_name else None,
             podgroup_intent=intent, owner_uid=ir["metadata"]["uid"],
-            scheduler_name=scheduler_name(runners) if runners is not None else None)
+            scheduler_name=scheduler_name(runners) if runners is not None else None,
+            routed=ctx.routed_pods(namespace, isvc, {p["metadata"]["name"] for p in pods}),
+            drain_deadline=parse_time(row.operation.deadline) if row.operation else None,
+            now=ctx.wall_clock())
         actions = planner.plan(view)
         await self.execute(key, ir, actions)
-        return None
+        return Result(requeue_after=actions.wake_in + 0.5) if actions.wake_in is not None else None
+
+    async def delete_leftover_podgroup(self, key: str, ir: Obj) -> None:
+        ctx = self.ctx
+        if ctx.by_index(PODS, BY_INSTANCE, key) or not ctx.caches.has(PODGROUPS):
+            return
+        namespace, _, index = split_instance_key(key)
+        spec: Obj = ir.get("spec") or {}
+        isvc = (spec.get("parentRef") or {}).get("name") or ir["metadata"]["name"]
+        podgroup = ctx.get(PODGROUPS, namespace, naming.podgroup_name(isvc, spec.get("component") or c.ENGINE, index))
+        if podgroup is not None and not podgroup["metadata"].get("deletionTimestamp") and \
+                planner.owned_by(podgroup, ir["metadata"]["uid"]):
+            await ctx.applier.delete(PODGROUPS, podgroup)
 
     async def execute(self, key: str, ir: Obj, actions: planner.InstanceActions) -> None:
         ctx = self.ctx

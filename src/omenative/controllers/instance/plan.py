@@ -4,8 +4,10 @@
   pod of a running gang failed) is replaced; one owned by something else blocks the Instance.
 - Pods of the row's incarnation are created when missing (once any older pod of the same name is gone); an ended
   pod is deleted and made again while the Instance is being created or restarted.
-- Pods of other incarnations, and every pod of a Deleting Instance, are drained first: the `ome.io/serving` gate is
-  set False (the pod leaves the Services), and the pod is deleted once it is out of rotation.
+- Pods of other incarnations, orphans (no incarnation label) and every pod of a Deleting Instance are drained first:
+  the `ome.io/serving` gate is set False, and the pod is deleted once no EndpointSlice of the component's Services
+  lists it as ready or serving any more (or the operation's deadline passed), so no request is sent to a pod that
+  is already going.
 - When every pod of the Instance is there with its containers ready, the gate is set True on all of them, so the
   gang enters rotation together.
 """
@@ -34,6 +36,9 @@ class InstanceView:
     podgroup_intent: Obj | None  # the PodGroup to apply (None: no gang scheduling)
     owner_uid: str  # the InferenceReplica's UID, to tell our PodGroup from another's
     scheduler_name: str | None = None  # of the pods; "" and default-scheduler ignore PodGroups
+    routed: frozenset[str] = frozenset()  # pods an EndpointSlice of the component's Services still sends to
+    drain_deadline: float | None = None  # past it, a drained pod goes even while still routed
+    now: float = 0.0
 
 
 @attrs.frozen(kw_only=True)
@@ -44,6 +49,7 @@ class InstanceActions:
     delete_pods: tuple[Obj, ...] = ()
     gates: tuple[tuple[Obj, bool, str], ...] = ()  # (pod, value, reason)
     events: tuple[Event, ...] = ()
+    wake_in: float | None = None  # a drain waits for its Services, at most until its deadline
 
     @property
     def empty(self) -> bool:
@@ -51,33 +57,43 @@ class InstanceActions:
                     or self.gates or self.events)
 
 
-def _owned_by(obj: Obj, uid: str) -> bool:
+def owned_by(obj: Obj, uid: str) -> bool:
     return any(ref.get("uid") == uid for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
 
 
 def plan(view: InstanceView) -> InstanceActions:
     ref = view.ref
     facts = [(pod, pod_facts(pod)) for pod in view.pods]
-    current = [(pod, f) for pod, f in facts if f.incarnation == ref.incarnation and not f.terminating]
+    current = [(pod, f) for pod, f in facts if f.incarnation == ref.incarnation and not f.terminating
+               and not f.orphan]
     drain = [(pod, f) for pod, f in facts if not f.terminating and
-             (f.incarnation != ref.incarnation or view.phase == DELETING)]
+             (f.incarnation != ref.incarnation or f.orphan or view.phase == DELETING)]
     gates: list[tuple[Obj, bool, str]] = []
     deletes: list[Obj] = []
     creates: list[Obj] = []
     events: list[Event] = []
     prefix = f"OMENative component={ref.component} instance={ref.index}"
+    wake_in: float | None = None
 
-    # Drain, then delete, what must go.
+    # Drain, then delete, what must go: out of rotation first, deleted once the Services stopped sending to it.
     for pod, f in drain:
+        if f.orphan:
+            events.append(Event(type="Warning", reason="FoundOrphan", message=(
+                f"{prefix} found pod {f.name} without the ome.io/instance-incarnation label; it holds up the "
+                "Instance until it is gone, so it is drained and deleted")))
         if f.serving_gate:
             gates.append((pod, False, "Draining"))
+        elif f.name in view.routed and (view.drain_deadline is None or view.now < view.drain_deadline):
+            if view.drain_deadline is not None:
+                wake_in = view.drain_deadline - view.now
         else:
             deletes.append(pod)
 
     if view.phase == DELETING:
         podgroup_gone = view.podgroup if view.podgroup is not None and not facts and \
-            _owned_by(view.podgroup, view.owner_uid) else None
-        return InstanceActions(delete_podgroup=podgroup_gone, delete_pods=tuple(deletes), gates=tuple(gates))
+            owned_by(view.podgroup, view.owner_uid) else None
+        return InstanceActions(delete_podgroup=podgroup_gone, delete_pods=tuple(deletes), gates=tuple(gates),
+                               events=tuple(events), wake_in=wake_in)
 
     apply_podgroup = delete_podgroup = None
     podgroup_ready = True
@@ -92,7 +108,7 @@ def plan(view: InstanceView) -> InstanceActions:
                     "enforce PodGroup gang); set runtime.spec.schedulerName to a gang-aware scheduler (e.g. "
                     "scheduler-plugins-scheduler) or install scheduler-plugins as a plugin in the default "
                     "scheduler")))
-        elif not _owned_by(view.podgroup, view.owner_uid):
+        elif not owned_by(view.podgroup, view.owner_uid):
             podgroup_ready = False
             events.append(Event(type="Warning", reason="InstanceFailed", message=(
                 f"{prefix} blocked: PodGroupOwnershipConflict: PodGroup {view.podgroup['metadata']['name']} "
@@ -130,4 +146,4 @@ def plan(view: InstanceView) -> InstanceActions:
             gates += [(pod, True, "InstanceReady") for pod, f in live if not f.serving_gate]
 
     return InstanceActions(apply_podgroup=apply_podgroup, delete_podgroup=delete_podgroup, create_pods=tuple(creates),
-                           delete_pods=tuple(deletes), gates=tuple(gates), events=tuple(events))
+                           delete_pods=tuple(deletes), gates=tuple(gates), events=tuple(events), wake_in=wake_in)
