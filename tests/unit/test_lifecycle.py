@@ -3,6 +3,7 @@ strategies, readiness deadlines, retry blocks, resets and drains), on the pure p
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import attrs
@@ -56,7 +57,7 @@ def test_under_none_a_multi_pod_instance_replaces_only_its_failed_worker() -> No
     op = plan.rows[0].operation
     assert op is not None and op.reason == "replace lost pod(s): s-engine-0-worker-0"
     # The Instance controller deletes the Failed pod and makes it again under the same name; the leader stays.
-    actions = instance.plan(instance_view("Creating", [p for p in raw_gang(0, phase="Failed")]))
+    actions = instance.plan(instance_view("Creating", raw_gang(0, phase="Failed")))
     assert [p["metadata"]["name"] for p in actions.delete_pods] == ["s-engine-0-worker-0"]
     assert [e.reason for e in actions.events] == ["TerminalPodRecycled"]
 
@@ -211,7 +212,7 @@ def test_a_revision_that_keeps_failing_is_held_after_three_attempts_then_release
             assert phases(held) == {0: ("Ready", 1)} and held.rollout_hold is not None
             assert held.rollout_hold.gate == "Held"
             assert condition(held, "RolloutStalled")[:2] == ("True", "InstancesFailing")
-    assert [b - a for a, b in zip(attempts_at, attempts_at[1:], strict=False)] == [90, 150]
+    assert [b - a for a, b in itertools.pairwise(attempts_at)] == [90, 150]
     released = replica.plan(view(held.rows, {0: gang(0)}, now=now + 3600, retry_blocks=held.retry_blocks,
                                  release_request="rev1", **fields))
     assert events(released, "RetryBlockReleased") == [
