@@ -116,22 +116,35 @@ async def test_serve_a_multi_node_model(
 
         # The whole Instance restarts when a pod's container is OOM-killed after Ready.
         await faults.oom_kill(core, NS, f"{ISVC}-engine-0-worker-0")
-        expected = (f"OMENative component=engine instance=0 restart triggered: pod {ISVC}-engine-0-worker-0 "
-                    "container ome-container restarted after Ready: OOMKilled (exit 137) (incarnation=2)")
 
-        async def restart_event() -> bool:
-            return expected in await control_plane.event_messages(NS, "RestartTriggered")
+        async def rebuilt(index: int, incarnation: int, message: str) -> None:
+            """The Instance is rebuilt whole at that incarnation, with the troubleshooting table's event text."""
+            expected = (f"OMENative component=engine instance={index} restart triggered: {message} "
+                        f"(incarnation={incarnation})")
 
-        await wait_for(restart_event, timeout=60, what="the RestartTriggered event", describe=describe)
+            async def restart_event() -> bool:
+                return expected in await control_plane.event_messages(NS, "RestartTriggered")
 
-        async def restarted() -> bool:
-            got = await kubectl("get", "pods", "-n", NS, "-l", "ome.io/instance-index=0", "-o",
-                                "jsonpath={.items[*].metadata.labels.ome\\.io/instance-incarnation}")
-            ready = await kubectl("get", "inferencereplica", f"{ISVC}-engine", "-n", NS, "-o",
-                                  "jsonpath={.status.readyReplicas}")
-            return got.stdout.split() == ["2", "2"] and ready.stdout == "2"
+            await wait_for(restart_event, timeout=60, what=f"the RestartTriggered event {expected!r}",
+                           describe=describe)
 
-        await wait_for(restarted, timeout=90, what="Instance 0 back at incarnation 2", describe=describe)
+            async def restarted() -> bool:
+                got = await kubectl("get", "pods", "-n", NS, "-l", f"ome.io/instance-index={index}", "-o",
+                                    "jsonpath={.items[*].metadata.labels.ome\\.io/instance-incarnation}")
+                ready = await kubectl("get", "inferencereplica", f"{ISVC}-engine", "-n", NS, "-o",
+                                      "jsonpath={.status.readyReplicas}")
+                return got.stdout.split() == [str(incarnation)] * 2 and ready.stdout == "2"
+
+            await wait_for(restarted, timeout=90, what=f"Instance {index} back at incarnation {incarnation}",
+                           describe=describe)
+
+        await rebuilt(0, 2, f"pod {ISVC}-engine-0-worker-0 container ome-container restarted after Ready: OOMKilled "
+                            "(exit 137)")
+        # ...and when a worker fails, or goes missing.
+        await faults.fail_pod(core, NS, f"{ISVC}-engine-1-worker-0")
+        await rebuilt(1, 2, f"pod {ISVC}-engine-1-worker-0 failed: Error")
+        await kubectl("delete", "pod", f"{ISVC}-engine-0-worker-0", "-n", NS, "--wait=false")
+        await rebuilt(0, 3, "gang member lost: 1 of 2 pods present")
 
         # Clean up.
         out = await kubectl("delete", "inferenceservice", ISVC, "-n", NS)

@@ -8,18 +8,25 @@ finds its engine and decoder pods.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from kubernetes_asyncio import client
 
+from omenative.api.instance_status import decode_rows
+from omenative.api.types import InstanceStatus
 from tests.conftest import NodeFactory, describe_namespace
 from tests.e2e.conftest import ModelAgent, wait_gone, write_yaml
 from tests.e2e.test_serve_multi_node_model import table
+from tests.support import faults
 from tests.support.catalog import CATALOG, PD_SEED, seed_yaml_blocks
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
+from tests.support.history import recorded
 from tests.support.wait import wait_for
 
 NS = "llama-demo"
@@ -40,6 +47,58 @@ SEED_WARNING = (
 PODS_COLUMNS = ("custom-columns=NAME:.metadata.name,COMPONENT:.metadata.labels.component,"
                 'SERVING:.status.conditions[?(@.type=="ome.io/serving")].status,NODE:.spec.nodeName,'
                 "UID:.metadata.uid")
+
+
+def instance_rows(replica: dict[str, Any]) -> list[InstanceStatus]:
+    return decode_rows(replica.get("status"))
+
+
+async def repaired(api: client.ApiClient, kubectl: Any, component: str, condition: str, pod: str,
+                   break_it: Callable[[], Awaitable[Any]], describe: Callable[[], Awaitable[str]]) -> None:
+    """Breaks one component's only pod and checks the repair: the same pod name comes back at the same
+    incarnation, every other pod keeps its UID, the component's condition goes False and back True, and no version
+    of the InferenceReplica's status (nor any `kubectl ome instance list` taken meanwhile) shows the Instance Ready
+    without its pod."""
+    uids = json.loads((await kubectl("get", "pods", "-n", NS, "-o", "json")).stdout)["items"]
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in uids}
+    listed: list[tuple[str, str]] = []
+    sampling = True
+
+    async def sample() -> None:
+        while sampling:
+            out = await kubectl("ome", "instance", "list", "llama-pd", "-n", NS, check=False)
+            listed.extend((r["PHASE"], r["PODS"]) for r in table(out.stdout) if r["COMP"] == component)
+
+    async with recorded(api, "inferenceservices", NS, "llama-pd") as isvc_history, \
+            recorded(api, "inferencereplicas", NS, f"llama-pd-{component}") as replica_history:
+        sampler = asyncio.create_task(sample())
+        await break_it()
+
+        async def back() -> bool:
+            got = json.loads((await kubectl("get", "pod", pod, "-n", NS, "-o", "json", check=False)).stdout or "{}")
+            serving = next((c["status"] for c in (got.get("status") or {}).get("conditions") or []
+                            if c["type"] == "ome.io/serving"), None)
+            if not got or got["metadata"]["uid"] == before[pod] or serving != "True":
+                return False
+            out = await kubectl("get", "inferenceservice", "llama-pd", "-n", NS, "-o",
+                                f'jsonpath={{.status.conditions[?(@.type=="{condition}")].status}}')
+            return out.stdout == "True"
+
+        await wait_for(back, timeout=90, what=f"{pod} replaced and {condition} True again", describe=describe)
+        sampling = False
+        await sampler
+    after = json.loads((await kubectl("get", "pods", "-n", NS, "-o", "json")).stdout)["items"]
+    now = {p["metadata"]["name"]: p for p in after}
+    assert now[pod]["metadata"]["labels"]["ome.io/instance-incarnation"] == "1"  # same incarnation
+    assert {n: p["metadata"]["uid"] for n, p in now.items() if n != pod} == \
+        {n: u for n, u in before.items() if n != pod}
+    statuses = isvc_history.values(lambda o: next((c["status"] for c in o.get("status", {}).get("conditions", [])
+                                                   if c["type"] == condition), None))
+    assert statuses[0] == "True" and "False" in statuses and statuses[-1] == "True", statuses
+    rows = replica_history.values(lambda o: [(r.phase, r.pod_count) for r in instance_rows(o)])
+    assert all(phase != "Ready" or count == 1 for versions in rows for phase, count in versions), rows
+    assert any(phase != "Ready" for versions in rows for phase, _ in versions), rows
+    assert listed and all(phase != "Ready" or pods.endswith("/1") for phase, pods in listed), listed
 
 
 def selector_arg(args: list[str], flag: str, isvc: str) -> str:
@@ -146,6 +205,19 @@ async def test_serve_a_prefill_decode_model(
                                           "kubernetes.io/service-name=llama-pd", "-o", "json")).stdout)
         targets = {e["targetRef"]["name"] for s in entry["items"] for e in s.get("endpoints") or []}
         assert targets == {"llama-pd-router-0-default-0"}
+
+        # Repairs under the restart policy None, the default of single-pod Instances (OME's instance restart
+        # policy): a Failed router pod and an evicted decoder pod are each replaced alone.
+        core = client.CoreV1Api(api)
+        await repaired(api, kubectl, "router", "RouterReady", "llama-pd-router-0-default-0",
+                       lambda: faults.fail_pod(core, NS, "llama-pd-router-0-default-0"), describe)
+        await repaired(api, kubectl, "decoder", "DecoderReady", "llama-pd-decoder-0-default-0",
+                       lambda: core.create_namespaced_pod_eviction(
+                           "llama-pd-decoder-0-default-0", NS,
+                           client.V1Eviction(metadata=client.V1ObjectMeta(name="llama-pd-decoder-0-default-0",
+                                                                          namespace=NS))), describe)
+        out = await kubectl("get", "pods", "-n", NS, "-l", "ome.io/inferenceservice=llama-pd", "-o", PODS_COLUMNS)
+        pods = {r["NAME"]: r for r in table(out.stdout)}
 
         # Step 5: scale prefill alone.
         before = {n: r["UID"] for n, r in pods.items() if r["COMPONENT"] != "engine"}

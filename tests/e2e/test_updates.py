@@ -56,17 +56,19 @@ async def test_a_runtime_change_rolls_out_instance_by_instance_surging_first(
 
         after = await wait_for(rolled_out, timeout=180, what="both Instances replaced", describe=describe)
         indexes = sorted(row["index"] for row in after["instanceStatuses"])
-        assert indexes == [2, 3]  # replacements take the lowest free indexes; the old ones are gone
+        # The first replacement takes index 2; the second waits for the surge slot that instance 0's draining pods
+        # hold (maxSurge: 1), and then takes the lowest free index, 0.
+        assert indexes == [0, 2]
         pods = json.loads((await kubectl("get", "pods", "-n", namespace, "-o", "json")).stdout)["items"]
         assert sorted(p["metadata"]["name"] for p in pods) == [
-            "rolling-engine-2-leader-0", "rolling-engine-2-worker-0", "rolling-engine-3-leader-0",
-            "rolling-engine-3-worker-0"]
+            "rolling-engine-0-leader-0", "rolling-engine-0-worker-0", "rolling-engine-2-leader-0",
+            "rolling-engine-2-worker-0"]
         assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {NEW_IMAGE}
         replaced = await control_plane.event_messages(namespace, "InstanceReplaced")
         revision = str(after["updateRevision"]).rsplit("-", 1)[1]
         assert sorted(replaced) == [
             f"OMENative component=engine instance=0 replaced by instance=2 (revision={revision})",
-            f"OMENative component=engine instance=1 replaced by instance=3 (revision={revision})"]
+            f"OMENative component=engine instance=1 replaced by instance=0 (revision={revision})"]
         out = await kubectl("get", "inferenceservice", "rolling", "-n", namespace, "-o",
                             'jsonpath={.status.conditions[?(@.type=="Ready")].status}')
         assert out.stdout == "True"

@@ -6,7 +6,8 @@ from tests.support.cluster import REPO, ControlPlane
 from tests.support.controller import ControllerProcess, free_port
 
 # Grace periods shortened through configuration, so the lifecycle paths run in seconds (never by sleeping).
-FAST = ("--stuck-pod-grace-period", "20s", "--unschedulable-grace-period", "2m", "--workers", "2")
+FAST = ("--stuck-pod-grace-period", "20s", "--unschedulable-grace-period", "2m", "--update-retry-backoff", "5s",
+        "--workers", "2")
 
 
 async def install_crds(control_plane: ControlPlane) -> None:

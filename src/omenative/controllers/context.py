@@ -42,6 +42,7 @@ BY_ISVC = "isvc"  # namespaced children: "{namespace}/{isvc}"
 BY_RUNTIME = "runtime"  # InferenceServices: the runtime name they name, or "" to auto-select
 BY_MODEL = "model"  # InferenceServices: the model name they name
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # set by the EndpointSlice controller on each slice
+HEADLESS_LABEL = "service.kubernetes.io/headless"  # ...and this one on the slices of a headless Service
 
 
 def replica_key_of(obj: Obj) -> str | None:
@@ -158,8 +159,8 @@ class Context:
         headless = {naming.headless_service_name(isvc, component) for component in c.COMPONENTS}
         routed: set[str] = set()
         for endpoint_slice in self.by_index(ENDPOINT_SLICES, BY_ISVC, f"{namespace}/{isvc}"):
-            service = (endpoint_slice["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL)
-            if service in headless:
+            labels = endpoint_slice["metadata"].get("labels") or {}
+            if labels.get(SERVICE_NAME_LABEL) in headless or HEADLESS_LABEL in labels:
                 continue
             for endpoint in endpoint_slice.get("endpoints") or []:
                 ref = endpoint.get("targetRef") or {}

@@ -2,28 +2,30 @@
 
     kubectl ome instance list INFERENCESERVICE [-n NS] [-o table|json|yaml]
     kubectl ome instance status INFERENCESERVICE INDEX --component COMPONENT [-n NS] [-o table|wide|json|yaml]
+    kubectl ome instance retry-blocks INFERENCESERVICE --component COMPONENT [-n NS] [-o table|json|yaml]
+    kubectl ome instance release-held INFERENCESERVICE --component COMPONENT --revision REV [--dry-run none|client|
+        server] [--yes] [-n NS] [-o table|wide|json|yaml]
     kubectl ome version
 
 The rows come from each component's InferenceReplica status (either encoding); `status` adds the live pods and their
-Warning events. Exit codes: 0 ok, 1 error. A synchronous client fits a command line.
+Warning events. Exit codes: 0 ok, 1 error, 3 a release whose target changed after its preview. A synchronous client
+fits a command line.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any, cast
-
-import yaml
 
 from omenative import __version__
 from omenative.api import constants as c
 from omenative.api.instance_status import decode_rows
 from omenative.api.types import InstanceStatus
+from omenative.kubectl_ome import held
+from omenative.kubectl_ome.output import REPORT_VERSION, emit, print_table
 
 Obj = dict[str, Any]
-REPORT_VERSION = "cli.ome.io/v1alpha1"
 
 
 def shorten(value: str, width: int = 11) -> str:
@@ -44,7 +46,7 @@ def flags(row: InstanceStatus) -> str:
     return ("A" if admitted else "-") + ("O" if row.operation else "-") + ("F" if row.last_failure else "-")
 
 
-def evidence(replica: Obj, rows: list[InstanceStatus]) -> str:
+def evidence(replica: Obj, rows: list[InstanceStatus], isvc: Obj | None = None) -> str:
     status = replica.get("status") or {}
     generation = replica["metadata"].get("generation")
     observed = status.get("observedGeneration")
@@ -52,6 +54,14 @@ def evidence(replica: Obj, rows: list[InstanceStatus]) -> str:
         return "NOT-OBSERVED"
     if observed != generation:
         return f"STALE:{observed}/{generation}"
+    if isvc is not None:
+        parent = (replica["metadata"].get("annotations") or {}).get(c.ANN_PARENT_GENERATION)
+        if parent is None:
+            return "PARENT-UNAVL"
+        if not parent.isdigit():
+            return "BAD:PARENT"
+        if int(parent) < int(isvc["metadata"].get("generation") or 0):
+            return "STALE:PARENT"
     if not rows:
         return "NOT-REPORTED" if status.get("replicas") else "EMPTY"
     indexes = sorted(r.index or 0 for r in rows)
@@ -85,6 +95,26 @@ class Cluster:
         self.custom = client.CustomObjectsApi()
         self.core = client.CoreV1Api()
 
+    def inference_service(self, namespace: str, name: str) -> Obj | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return cast(Obj, self.custom.get_namespaced_custom_object(
+                c.GROUP, c.VERSION, namespace, "inferenceservices", name))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def patch_replica(self, namespace: str, name: str, patch: list[Obj], dry_run: bool) -> Obj:
+        """A JSON patch of an InferenceReplica (the kubernetes client sends a list body as a JSON patch)."""
+        kwargs: dict[str, Any] = {"_content_type": "application/json-patch+json"}
+        if dry_run:
+            kwargs["dry_run"] = "All"
+        api: Any = self.custom
+        return cast(Obj, api.patch_namespaced_custom_object(
+            c.GROUP, c.VERSION, namespace, "inferencereplicas", name, patch, **kwargs))
+
     def replicas(self, namespace: str, isvc: str) -> list[Obj]:
         found = cast(Obj, self.custom.list_namespaced_custom_object(
             c.GROUP, c.VERSION, namespace, "inferencereplicas", label_selector=f"{c.LABEL_ISVC}={isvc}"))
@@ -101,26 +131,14 @@ class Cluster:
         return [self.core.api_client.sanitize_for_serialization(e) for e in events.items]
 
 
-def print_table(rows: list[list[str]]) -> None:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("   ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
-
-
-def emit(report: Obj, output: str) -> None:
-    if output == "json":
-        print(json.dumps(report, indent=2))
-    else:
-        print(yaml.safe_dump(report, sort_keys=False), end="")
-
-
 def instance_list(cluster: Cluster, namespace: str, isvc: str, output: str) -> int:
     table = [["COMP", "IDX/INC", "PHASE", "PODS", "REVS", "AOF", "EVIDENCE"]]
     components = []
+    parent = cluster.inference_service(namespace, isvc)
     for replica in cluster.replicas(namespace, isvc):
         component = (replica.get("spec") or {}).get("component") or "?"
         rows = decode_rows(replica.get("status"))
-        level = evidence(replica, rows)
+        level = evidence(replica, rows, parent)
         components.append({"component": component, "replica": replica["metadata"]["name"], "evidence": level,
                            "instances": [r.to_dict() for r in rows]})
         if not rows:
@@ -216,8 +234,24 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("inferenceservice")
     status.add_argument("index", type=int)
     status.add_argument("--component", required=True, choices=list(c.COMPONENTS))
+    status.add_argument("--ome-namespace", default="ome")
     status.add_argument("-n", "--namespace", default=None)
     status.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
+    blocks = actions.add_parser("retry-blocks", help="the revisions a component retries or holds")
+    blocks.add_argument("inferenceservice")
+    blocks.add_argument("--component", required=True, choices=list(c.COMPONENTS))
+    blocks.add_argument("-n", "--namespace", default=None)
+    blocks.add_argument("-o", "--output", default="table", choices=["table", "json", "yaml"])
+    release = actions.add_parser("release-held", help="(alpha) ask omenative to release one held revision")
+    release.add_argument("inferenceservice")
+    release.add_argument("--component", required=True, choices=list(c.COMPONENTS))
+    release.add_argument("--revision", required=True,
+                         help="exact full target revision or eight-lowercase-hex hash")
+    release.add_argument("--dry-run", default="none", choices=["none", "client", "server"])
+    release.add_argument("--yes", action="store_true", help="confirm the exact preview without a prompt")
+    release.add_argument("--ome-namespace", default="ome")
+    release.add_argument("-n", "--namespace", default=None)
+    release.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
     return parser
 
 
@@ -231,6 +265,12 @@ def main(argv: list[str] | None = None) -> int:
         namespace = args.namespace or cluster.namespace
         if args.action == "list":
             return instance_list(cluster, namespace, args.inferenceservice, args.output)
+        if args.action == "retry-blocks":
+            return held.retry_blocks(cluster, namespace, args.inferenceservice, args.component, args.output)
+        if args.action == "release-held":
+            return held.release_held(cluster, namespace, args.inferenceservice, args.component, args.revision,
+                                     dry_run=args.dry_run, yes=args.yes, output=args.output,
+                                     context=args.context)
         return instance_status(cluster, namespace, args.inferenceservice, args.index, args.component, args.output)
     except Exception as exc:  # a command line reports, it does not dump a trace
         print(f"error: {exc}", file=sys.stderr)

@@ -167,7 +167,7 @@ def revision_hash(runners: list[JSONDict], pairing_protocol: str | None = None, 
     """A short, stable hash of the runners' templates: equal templates, equal revision."""
     body = json.dumps({"runners": runners, "pairingProtocol": pairing_protocol, "collision": collision_count or None},
                       sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(body.encode()).hexdigest()[:10]
+    return hashlib.sha256(body.encode()).hexdigest()[:8]  # OME's revision hash: eight lowercase hex digits
 
 
 def controller_revision(*, isvc: str, namespace: str, component: str, owner: JSONDict, revision: str,
