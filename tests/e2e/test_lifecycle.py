@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import itertools
 import datetime as dt
+import itertools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
