@@ -218,6 +218,7 @@ async def test_serve_a_prefill_decode_model(
                                                                           namespace=NS))), describe)
         out = await kubectl("get", "pods", "-n", NS, "-l", "ome.io/inferenceservice=llama-pd", "-o", PODS_COLUMNS)
         pods = {r["NAME"]: r for r in table(out.stdout)}
+        engine_decoder_nodes = [r["NODE"] for n, r in pods.items() if r["COMPONENT"] != "router"]
 
         # Step 5: scale prefill alone.
         before = {n: r["UID"] for n, r in pods.items() if r["COMPONENT"] != "engine"}

@@ -41,12 +41,19 @@ def reflects(replica: Obj | None, generation: int | None) -> bool:
     return parent == str(generation) and status.get("observedGeneration") == meta.get("generation")
 
 
-def component_condition(name: str, replica: Obj | None, max_unavailable: Any, now: str) -> Obj:
+def component_condition(name: str, replica: Obj | None, max_unavailable: Any, now: str,
+                        bounds: tuple[int, int] | None = None) -> Obj:
+    """`bounds`: the component's (minReplicas, maxReplicas). The autoscaler moves the InferenceReplica's count into
+    them on its next sync; until it has, the condition already judges against them, so a raised minReplicas is not
+    reported Ready on the old count."""
     kind = COMPONENT_CONDITION[name]
     if replica is None:
         return condition(kind, False, "InsufficientAvailable", "0/0 Instances serving, need 1", now)
     status = replica.get("status") or {}
-    serving = Serving(desired=desired_instances(replica), total=int(status.get("replicas") or 0),
+    desired = desired_instances(replica)
+    if bounds is not None:
+        desired = min(max(desired, bounds[0]), max(bounds[1], bounds[0]))
+    serving = Serving(desired=desired, total=int(status.get("replicas") or 0),
                       ready=int(status.get("readyReplicas") or 0), serving=int(status.get("servingReplicas") or 0),
                       max_unavailable=max_unavailable)
     ok, reason, message = component_ready(serving)
@@ -65,7 +72,8 @@ def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], 
     for part in plan.components if plan else []:
         replica = replicas.get(part.name)
         rolling = ((part.component.get("lifecycle") or {}).get("updateStrategy") or {}).get("rollingUpdate") or {}
-        conditions.append(component_condition(part.name, replica, rolling.get("maxUnavailable"), now))
+        conditions.append(component_condition(part.name, replica, rolling.get("maxUnavailable"), now,
+                                              (part.min_replicas, part.max_replicas)))
         status = (replica or {}).get("status") or {}
         lifecycle = {k: status[k] for k in LIFECYCLE_FIELDS if k in status}
         lifecycle["conditions"] = list(status.get("conditions") or [])

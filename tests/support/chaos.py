@@ -1,0 +1,370 @@
+"""Crash safety, shown: each run starts an operation (create, restart, update, scale-down, teardown), SIGKILLs the
+controller at a random moment of it, starts it again, and checks that the operation finishes with the invariants
+intact. `hack/chaos.sh` runs it at scale and prints the figures; the test suite runs a short version.
+
+Invariants, checked from every pod version a watch delivers during the run and from the state it ends in:
+- no duplicate: never two live pods for one rank of one Instance (index, runner, ordinal) at one incarnation, and
+  never more live Instances than the operation allows (desired plus its surge budget);
+- nothing twice: no Instance restarted or updated twice (a restart raises the incarnation by exactly one, an
+  update replaces each Instance once);
+- no orphan: at the end every pod belongs to an Instance row of an existing InferenceReplica, each Instance has
+  exactly its pods at one incarnation, and a teardown leaves no pod, PodGroup or InferenceReplica;
+- converges: the operation's end state is reached within the deadline.
+
+    python -m tests.support.chaos [--runs 30] [--scenarios create,restart,update,scale-down,teardown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+from kubernetes_asyncio import client, watch
+
+from omenative.api.instance_status import decode_rows
+from tests.support import faults
+from tests.support.cluster import REPO, ControlPlane
+from tests.support.controller import ControllerProcess
+from tests.support.nodes import node_manifest
+from tests.support.omenative import install_crds, start_controller, stop_controller
+
+Obj = dict[str, Any]
+SCENARIOS = ("create", "restart", "update", "scale-down", "teardown")
+KILL_WINDOW = 1.0  # seconds after the operation starts, when no calibrated window is given
+IMAGE = "example.invalid/server:1"
+NEW_IMAGE = "example.invalid/server:2"
+LABEL = "ome.io/inferenceservice"
+
+
+def inference_service(name: str, namespace: str, replicas: int, image: str = IMAGE) -> Obj:
+    """A multi-pod OMENative InferenceService (a leader and one worker) that carries its own containers."""
+    runner = {"name": "ome-container", "image": image, "resources": {"requests": {"cpu": "1"}}}
+    toleration = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    return {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"deploymentMode": "OMENative", "engine": {
+                "minReplicas": replicas, "maxReplicas": replicas, "tolerations": toleration,
+                "leader": {"runner": dict(runner)}, "worker": {"size": 1, "runner": dict(runner)},
+                "lifecycle": {"updateStrategy": {"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 1}}}}}}
+
+
+@attrs.define
+class Run:
+    scenario: str
+    kill_after: float
+    converged_after: float | None = None  # seconds from the restart to the end state
+    mid_operation: bool = False  # the operation had not finished when the controller was killed
+    violations: list[str] = attrs.field(factory=list)
+
+
+class PodWatch:
+    """Every pod version of the namespace, checked as it arrives for duplicate ranks."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, isvc: str) -> None:
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.namespace = namespace
+        self.selector = f"{LABEL}={isvc}"
+        self.live: dict[str, Obj] = {}  # name -> pod, not terminating
+        self.created: set[str] = set()  # uids
+        self.violations: list[str] = []
+        self.max_instances = 0
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        listed = await self.core.list_namespaced_pod(self.namespace, label_selector=self.selector)
+        for pod in listed.items:
+            self.observe(self.api.sanitize_for_serialization(pod))
+        self.task = asyncio.create_task(self.follow(listed.metadata.resource_version))
+
+    async def follow(self, version: str) -> None:
+        while True:
+            async for event in watch.Watch().stream(self.core.list_namespaced_pod, self.namespace,
+                                                    label_selector=self.selector, resource_version=version,
+                                                    timeout_seconds=300):
+                obj = event["raw_object"]
+                version = obj["metadata"]["resourceVersion"]
+                if event["type"] == "DELETED":
+                    self.live.pop(obj["metadata"]["name"], None)
+                else:
+                    self.observe(obj)
+
+    def observe(self, pod: Obj) -> None:
+        meta = pod["metadata"]
+        self.created.add(meta["uid"])
+        if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded"):
+            self.live.pop(meta["name"], None)
+            return
+        self.live[meta["name"]] = pod
+        ranks: dict[tuple[str, str, str, str], str] = {}
+        instances: set[tuple[str, str]] = set()
+        for name, other in self.live.items():
+            labels = other["metadata"].get("labels") or {}
+            slot = (labels.get("component", ""), labels.get("ome.io/instance-index", ""),
+                    labels.get("ome.io/instance-incarnation", ""), labels.get("ome.io/runner", ""))
+            if slot in ranks:
+                found = f"duplicate rank {slot}: {' and '.join(sorted((ranks[slot], name)))}"
+                if found not in self.violations:
+                    self.violations.append(found)
+            ranks[slot] = name
+            instances.add((slot[0], slot[1]))
+        self.max_instances = max(self.max_instances, len(instances))
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+
+
+class Chaos:
+    def __init__(self, control_plane: ControlPlane, api: client.ApiClient, namespace: str,
+                 log: Callable[[str], None] = print) -> None:
+        self.control_plane = control_plane
+        self.api = api
+        self.custom = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+        self.namespace = namespace
+        self.log = log
+        self.process: ControllerProcess | None = None
+
+    async def kubectl_apply(self, obj: Obj) -> None:
+        await self.control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(obj))
+
+    async def controller(self) -> ControllerProcess:
+        if self.process is None or self.process.process is None or self.process.process.returncode is not None:
+            self.process = await start_controller(self.control_plane, "--namespace", self.namespace,
+                                                  webhook=False, name="chaos")
+        return self.process
+
+    async def replica(self, name: str) -> Obj | None:
+        try:
+            return dict(await self.custom.get_namespaced_custom_object("ome.io", "v1beta1", self.namespace,
+                                                                      "inferencereplicas", f"{name}-engine"))
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def pods(self, name: str) -> list[Obj]:
+        found = await self.core.list_namespaced_pod(self.namespace, label_selector=f"{LABEL}={name}")
+        return [self.api.sanitize_for_serialization(p) for p in found.items]
+
+    async def settled(self, name: str, replicas: int, image: str, incarnations: dict[int, int] | None = None) -> bool:
+        """The InferenceService runs exactly `replicas` Ready Instances of its two pods each on `image` (and, when
+        given, at those incarnations)."""
+        replica = await self.replica(name)
+        if replica is None:
+            return False
+        status = replica.get("status") or {}
+        rows = decode_rows(status)
+        if incarnations is not None and {r.index or 0: r.incarnation for r in rows} != incarnations:
+            return False
+        pods = [p for p in await self.pods(name) if not p["metadata"].get("deletionTimestamp")]
+        return (status.get("observedGeneration") == replica["metadata"].get("generation")
+                and len(rows) == replicas and all(r.phase == "Ready" for r in rows)
+                and status.get("readyReplicas") == replicas and len(pods) == 2 * replicas
+                and {c["image"] for p in pods for c in p["spec"]["containers"]} == {image}
+                and status.get("currentRevision") == status.get("updateRevision"))
+
+    async def gone(self, name: str) -> bool:
+        return await self.replica(name) is None and not await self.pods(name)
+
+    async def end_state(self, name: str, replicas: int) -> list[str]:
+        """No orphan: each pod belongs to a row, each row has its two pods at its incarnation."""
+        replica = await self.replica(name)
+        pods = await self.pods(name)
+        if replica is None:
+            return [f"pod {p['metadata']['name']} without an InferenceReplica" for p in pods]
+        rows = {r.index: r for r in decode_rows(replica.get("status"))}
+        problems = []
+        for pod in pods:
+            labels = pod["metadata"]["labels"]
+            row = rows.get(int(labels.get("ome.io/instance-index", "-1")))
+            if row is None:
+                problems.append(f"orphan pod {pod['metadata']['name']}: no Instance row")
+            elif labels.get("ome.io/instance-incarnation") != str(row.incarnation):
+                problems.append(f"pod {pod['metadata']['name']} of incarnation "
+                                f"{labels.get('ome.io/instance-incarnation')} beside row incarnation {row.incarnation}")
+        if len(rows) != replicas:
+            problems.append(f"{len(rows)} Instances, expected {replicas}")
+        return problems
+
+    async def wait(self, probe: Callable[[], Awaitable[bool]], timeout: float) -> float | None:
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            if await probe():
+                return time.monotonic() - started
+            await asyncio.sleep(0.25)
+        return None
+
+    async def run(self, scenario: str, index: int, rng: random.Random, timeout: float = 120,
+                  window: float | None = KILL_WINDOW) -> Run:
+        """One run; with `window` None, no kill: `converged_after` is then the operation's own duration."""
+        name = f"{scenario}-{index}"
+        kill_after = rng.uniform(0.0, window) if window is not None else 0.0
+        result = Run(scenario=scenario, kill_after=kill_after)
+        await self.controller()
+        start_replicas = {"create": 2, "restart": 2, "update": 2, "scale-down": 3, "teardown": 2}[scenario]
+        if scenario != "create":
+            await self.kubectl_apply(inference_service(name, self.namespace, start_replicas))
+            if await self.wait(lambda: self.settled(name, start_replicas, IMAGE), timeout) is None:
+                result.violations.append("setup did not settle")
+                return result
+        before = {r.index: r.incarnation for r in decode_rows(((await self.replica(name)) or {}).get("status"))}
+        pods = PodWatch(self.api, self.namespace, name)
+        await pods.start()
+        try:
+            expected: tuple[int, str, dict[int, int] | None] = (start_replicas, IMAGE, None)
+            if scenario == "create":
+                await self.kubectl_apply(inference_service(name, self.namespace, 2))
+            elif scenario == "restart":
+                await faults.oom_kill(self.core, self.namespace, f"{name}-engine-0-worker-0")
+                expected = (2, IMAGE, {0: (before.get(0) or 1) + 1, 1: before.get(1) or 1})
+            elif scenario == "update":
+                await self.kubectl_apply(inference_service(name, self.namespace, 2, NEW_IMAGE))
+                expected = (2, NEW_IMAGE, None)
+            elif scenario == "scale-down":
+                await self.kubectl_apply(inference_service(name, self.namespace, 1))
+                expected = (1, IMAGE, None)
+            else:
+                await self.control_plane.kubectl("delete", "inferenceservice", name, "-n", self.namespace,
+                                                 "--wait=false")
+            async def done() -> bool:
+                return await self.gone(name) if scenario == "teardown" else await self.settled(name, *expected)
+
+            if window is None:
+                result.converged_after = await self.wait(done, timeout)
+                return result
+            await asyncio.sleep(kill_after)
+            result.mid_operation = not await done()
+            assert self.process is not None
+            await self.process.kill()
+            restarted = time.monotonic()
+            await self.controller()
+            waited = await self.wait(done, timeout)
+            result.converged_after = None if waited is None else time.monotonic() - restarted
+            await asyncio.sleep(0.5)  # let the watch deliver the last versions
+        finally:
+            await pods.stop()
+        result.violations += pods.violations
+        if result.converged_after is None:
+            result.violations.append(f"did not converge within {timeout:.0f}s")
+            return result
+        if scenario != "teardown":
+            result.violations += await self.end_state(name, expected[0])
+        limit = {"create": 2, "restart": 2, "update": 3, "scale-down": 3, "teardown": 2}[scenario]
+        if pods.max_instances > limit:
+            result.violations.append(f"{pods.max_instances} Instances at once, at most {limit} allowed")
+        after = {r.index: r.incarnation for r in decode_rows(((await self.replica(name)) or {}).get("status"))}
+        if scenario == "restart" and after.get(0) != (before.get(0) or 1) + 1:
+            result.violations.append(f"instance 0 went from incarnation {before.get(0)} to {after.get(0)}, not +1")
+        if scenario == "restart" and after.get(1) != before.get(1):
+            result.violations.append("instance 1 restarted too")
+        if scenario in ("restart", "scale-down"):
+            extra = len(pods.created) - 2 * len(before) - (2 if scenario == "restart" else 0)
+            if extra > 0:
+                result.violations.append(f"{extra} more pod(s) created than the operation needs")
+        if scenario == "update":
+            created = len(pods.created) - 2 * len(before)
+            if created != 4:  # each Instance replaced once: two new Instances of two pods
+                result.violations.append(f"{created} pods created by the update, expected 4")
+        if scenario != "teardown":
+            await self.control_plane.kubectl("delete", "inferenceservice", name, "-n", self.namespace,
+                                             "--wait=false")
+        return result
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def summary(runs: list[Run]) -> Obj:
+    out: Obj = {"runs": len(runs), "kills": len(runs), "kills_mid_operation": sum(r.mid_operation for r in runs),
+                "violations": sum(len(r.violations) for r in runs), "scenarios": {}}
+    for scenario in sorted({r.scenario for r in runs}):
+        mine = [r for r in runs if r.scenario == scenario]
+        times = [r.converged_after for r in mine if r.converged_after is not None]
+        out["scenarios"][scenario] = {
+            "runs": len(mine), "kills_mid_operation": sum(r.mid_operation for r in mine),
+            "violations": sum(len(r.violations) for r in mine),
+            "converge_p50_s": round(statistics.median(times), 2) if times else None,
+            "converge_p99_s": round(percentile(times, 0.99), 2) if times else None,
+            "details": [v for r in mine for v in r.violations][:20],
+        }
+    return out
+
+
+async def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=30, help="runs per scenario")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--cluster", default="omenative-chaos")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--output", default=str(REPO / ".work" / "chaos.json"))
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    control_plane = ControlPlane.up(args.cluster)
+    from tests.conftest import api_client_for
+
+    api = await api_client_for(control_plane.kubeconfig)
+    core = client.CoreV1Api(api)
+    namespace = "chaos"
+    await install_crds(control_plane)
+    await control_plane.kubectl("create", "namespace", namespace, check=False)
+    for i in range(2):
+        with contextlib.suppress(client.ApiException):
+            await core.create_node(node_manifest(f"chaos-gpu-{i}"))
+    chaos = Chaos(control_plane, api, namespace)
+    runs: list[Run] = []
+    scenarios = args.scenarios.split(",")
+    windows: dict[str, float] = {}
+    try:
+        # How long each operation takes without a kill: kills are drawn from that window, so they land mid-operation.
+        for scenario in scenarios:
+            calibration = await chaos.run(scenario, 999, rng, window=None)
+            if calibration.violations or calibration.converged_after is None:
+                print(f"[chaos] {scenario}: the operation fails without any kill: {calibration.violations}")
+                return 1
+            windows[scenario] = calibration.converged_after
+            print(f"[chaos] {scenario:<10} takes {calibration.converged_after:.2f}s without a kill", flush=True)
+        for index in range(args.runs):
+            for scenario in scenarios:
+                run = await chaos.run(scenario, index, rng, window=windows[scenario])
+                runs.append(run)
+                state = "ok" if not run.violations else "VIOLATION " + "; ".join(run.violations)
+                converged = f"{run.converged_after:.1f}s" if run.converged_after is not None else "-"
+                moment = "mid-operation" if run.mid_operation else "after it finished"
+                print(f"[chaos] {scenario:<10} run {index + 1:>2}: killed {run.kill_after:.2f}s in ({moment}), "
+                      f"converged {converged} after the restart: {state}", flush=True)
+    finally:
+        if chaos.process is not None:
+            await stop_controller(control_plane, chaos.process)
+        await api.close()
+    report = {"seed": seed, "operation_seconds": {k: round(v, 2) for k, v in windows.items()}, **summary(runs)}
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(report, indent=2))
+    print(f"[chaos] seed {seed}: {report['runs']} runs, {report['kills']} kills ({report['kills_mid_operation']} "
+          f"mid-operation), {report['violations']} invariant violations")
+    for scenario, figures in report["scenarios"].items():
+        print(f"[chaos] {scenario:<10} {figures['runs']} runs ({figures['kills_mid_operation']} killed mid-operation): "
+              f"converged after the restart in p50 {figures['converge_p50_s']}s, p99 {figures['converge_p99_s']}s; "
+              f"violations {figures['violations']}")
+    print(f"[chaos] report: {args.output}")
+    return 0 if report["violations"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
