@@ -3,6 +3,7 @@ once per pass, and keep the revision's ControllerRevision."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import structlog
@@ -104,9 +105,13 @@ class InferenceReplicaController:
         # with the same outcome).
         for annotation in result.answered:
             await self._consume(ir, annotation)
+        wake = Result(requeue_after=result.wake_in + 0.5) if result.wake_in is not None else None
         if deleting:
-            return await self._finish_teardown(ir, isvc, component, pods)
-        return Result(requeue_after=result.wake_in + 0.5) if result.wake_in is not None else None
+            teardown = await self._finish_teardown(ir, isvc, component, pods)
+            if teardown is None or wake is None:
+                return teardown or wake
+            return Result(requeue_after=min(teardown.requeue_after or math.inf, wake.requeue_after or math.inf))
+        return wake
 
     def view(self, ir: Obj, isvc: str, component: str, revision: str, runners: list[Obj],
              pods: dict[int, list[PodFacts]], deleting: bool) -> planner.ReplicaView:
