@@ -27,6 +27,10 @@ CONFIG_FLAGS = (
      "wait before the second attempt at a failing revision; doubled for each next one"),
     ("--teardown-deadline", "teardown_deadline",
      "how long a deleted InferenceReplica waits for its pods before it lets go (empty: no deadline)"),
+    ("--force-delete-overdue-slack", "force_delete_overdue_slack",
+     "force-delete escalation: how far past its deletion deadline a stuck pod must be (off unless both are set)"),
+    ("--force-delete-node-unreachable-threshold", "force_delete_node_unreachable_threshold",
+     "force-delete escalation: how long the pod's node must have looked dead"),
     ("--gang-schedule-timeout-min", "gang_schedule_timeout_min", "lower clamp of PodGroup scheduleTimeoutSeconds"),
     ("--gang-schedule-timeout-max", "gang_schedule_timeout_max", "upper clamp of PodGroup scheduleTimeoutSeconds"),
 )

@@ -25,6 +25,7 @@ from omenative.controllers.context import (
     BY_INSTANCE,
     BY_ISVC,
     BY_MODEL,
+    BY_NODE,
     BY_REPLICA,
     BY_RUNTIME,
     Context,
@@ -104,6 +105,8 @@ class _ReplicaEvents:
 
     def _common(self, obj: Obj) -> None:
         meta = obj["metadata"]
+        if self.m.ctx is not None:
+            self.m.ctx.written.observed(object_key(obj), meta.get("resourceVersion"))
         self.m.q_ir.add(object_key(obj))
         parent = ((obj.get("spec") or {}).get("parentRef") or {}).get("name")
         if parent:
@@ -202,6 +205,7 @@ class Manager:
         self.controllers: list[Controller] = []
         self.elector: LeaderElector | None = None
         self.exit_code = 0
+        self.ctx: Context | None = None  # set when the manager runs
 
     # -- wiring
     def _register_caches(self, caches: Caches) -> None:
@@ -209,7 +213,11 @@ class Manager:
         caches.add(r.INFERENCE_SERVICES, indexers={BY_RUNTIME: _runtime_index, BY_MODEL: _model_index})
         caches.add(r.INFERENCE_REPLICAS, indexers={BY_ISVC: _isvc_label_index})
         caches.add(r.PODS, label_selector=managed,
-                   indexers={BY_REPLICA: _key_index(replica_key_of), BY_INSTANCE: _key_index(instance_key_of)})
+                   indexers={BY_REPLICA: _key_index(replica_key_of), BY_INSTANCE: _key_index(instance_key_of),
+                             BY_NODE: _key_index(lambda pod: (pod.get("spec") or {}).get("nodeName"))})
+        if self.options.config.force_delete_overdue_slack and \
+                self.options.config.force_delete_node_unreachable_threshold:
+            caches.add(r.NODES)  # the force-delete escalation judges whether a stuck pod's node is dead
         for resource in (r.SERVICES, r.HPAS, r.PDBS, r.SERVICE_ACCOUNTS, r.ROLES, r.ROLE_BINDINGS,
                          r.CONTROLLER_REVISIONS):
             caches.add(resource, label_selector=c.LABEL_ISVC, indexers={BY_ISVC: _isvc_label_index})
@@ -226,6 +234,12 @@ class Manager:
         caches.add_handler(r.INFERENCE_REPLICAS, _ReplicaEvents(self))
         caches.add_handler(r.PODS, _PodEvents(self))
         caches.add_handler(r.ENDPOINT_SLICES, _SliceEvents(self, caches))
+        if caches.has(r.NODES):
+            def node_changed(obj: Obj) -> None:
+                for pod in caches.store(r.PODS).by_index(BY_NODE, obj["metadata"]["name"]):
+                    _add(self.q_instance, instance_key_of(pod))
+
+            caches.add_handler(r.NODES, FuncHandler(node_changed))
 
         def by_isvc_label(obj: Obj) -> None:
             for key in _isvc_label_index(obj):
@@ -338,6 +352,7 @@ class Manager:
 
     async def _start_controllers(self) -> None:
         ctx = self.ctx
+        assert ctx is not None, "the manager's context is made before its controllers start"
         isvc, ir, inst = InferenceServiceController(ctx), InferenceReplicaController(ctx), InstanceController(ctx)
         self.controllers = [
             Controller(isvc.name, self.q_isvc, isvc.reconcile, workers=self.options.workers),

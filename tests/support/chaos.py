@@ -35,6 +35,7 @@ from omenative.api.instance_status import decode_rows
 from tests.support import faults
 from tests.support.cluster import REPO, ControlPlane
 from tests.support.controller import ControllerProcess
+from tests.support.history import recorded
 from tests.support.nodes import node_manifest
 from tests.support.omenative import install_crds, start_controller, stop_controller
 
@@ -64,6 +65,7 @@ class Run:
     kill_after: float
     converged_after: float | None = None  # seconds from the restart to the end state
     mid_operation: bool = False  # the operation had not finished when the controller was killed
+    timeline: list[str] = attrs.field(factory=list)  # the rows of each status version, when a run failed
     violations: list[str] = attrs.field(factory=list)
 
 
@@ -224,39 +226,40 @@ class Chaos:
         before = {r.index: r.incarnation for r in decode_rows(((await self.replica(name)) or {}).get("status"))}
         pods = PodWatch(self.api, self.namespace, name)
         await pods.start()
-        try:
-            expected: tuple[int, str, dict[int, int] | None] = (start_replicas, IMAGE, None)
-            if scenario == "create":
-                await self.kubectl_apply(inference_service(name, self.namespace, 2))
-            elif scenario == "restart":
-                await faults.oom_kill(self.core, self.namespace, f"{name}-engine-0-worker-0")
-                expected = (2, IMAGE, {0: (before.get(0) or 1) + 1, 1: before.get(1) or 1})
-            elif scenario == "update":
-                await self.kubectl_apply(inference_service(name, self.namespace, 2, NEW_IMAGE))
-                expected = (2, NEW_IMAGE, None)
-            elif scenario == "scale-down":
-                await self.kubectl_apply(inference_service(name, self.namespace, 1))
-                expected = (1, IMAGE, None)
-            else:
-                await self.control_plane.kubectl("delete", "inferenceservice", name, "-n", self.namespace,
-                                                 "--wait=false")
-            async def done() -> bool:
-                return await self.gone(name) if scenario == "teardown" else await self.settled(name, *expected)
+        async with recorded(self.api, "inferencereplicas", self.namespace, f"{name}-engine") as rows:
+            try:
+                expected: tuple[int, str, dict[int, int] | None] = (start_replicas, IMAGE, None)
+                if scenario == "create":
+                    await self.kubectl_apply(inference_service(name, self.namespace, 2))
+                elif scenario == "restart":
+                    await faults.oom_kill(self.core, self.namespace, f"{name}-engine-0-worker-0")
+                    expected = (2, IMAGE, {0: (before.get(0) or 1) + 1, 1: before.get(1) or 1})
+                elif scenario == "update":
+                    await self.kubectl_apply(inference_service(name, self.namespace, 2, NEW_IMAGE))
+                    expected = (2, NEW_IMAGE, None)
+                elif scenario == "scale-down":
+                    await self.kubectl_apply(inference_service(name, self.namespace, 1))
+                    expected = (1, IMAGE, None)
+                else:
+                    await self.control_plane.kubectl("delete", "inferenceservice", name, "-n", self.namespace,
+                                                     "--wait=false")
+                async def done() -> bool:
+                    return await self.gone(name) if scenario == "teardown" else await self.settled(name, *expected)
 
-            if window is None:
-                result.converged_after = await self.wait(done, timeout)
-                return result
-            await asyncio.sleep(kill_after)
-            result.mid_operation = not await done()
-            assert self.process is not None
-            await self.process.kill()
-            restarted = time.monotonic()
-            await self.controller()
-            waited = await self.wait(done, timeout)
-            result.converged_after = None if waited is None else time.monotonic() - restarted
-            await asyncio.sleep(0.5)  # let the watch deliver the last versions
-        finally:
-            await pods.stop()
+                if window is None:
+                    result.converged_after = await self.wait(done, timeout)
+                    return result
+                await asyncio.sleep(kill_after)
+                result.mid_operation = not await done()
+                assert self.process is not None
+                await self.process.kill()
+                restarted = time.monotonic()
+                await self.controller()
+                waited = await self.wait(done, timeout)
+                result.converged_after = None if waited is None else time.monotonic() - restarted
+                await asyncio.sleep(0.5)  # let the watch deliver the last versions
+            finally:
+                await pods.stop()
         result.violations += pods.violations
         if result.converged_after is None:
             result.violations.append(f"did not converge within {timeout:.0f}s")
@@ -282,6 +285,11 @@ class Chaos:
         if scenario != "teardown":
             await self.control_plane.kubectl("delete", "inferenceservice", name, "-n", self.namespace,
                                              "--wait=false")
+        if result.violations:
+            result.timeline = [" ".join(f"{r.index}:{r.phase}/{r.incarnation}" + (
+                f"[{r.operation.step}->{r.operation.surge_index}]" if r.operation and r.operation.surge_index
+                is not None else f"[{r.operation.type}]" if r.operation else "") for r in decode_rows(v.get("status")))
+                for v in rows.versions]
         return result
 
 
@@ -344,7 +352,8 @@ async def main(argv: list[str] | None = None) -> int:
             for scenario in scenarios:
                 run = await chaos.run(scenario, index, rng, window=windows[scenario])
                 runs.append(run)
-                state = "ok" if not run.violations else "VIOLATION " + "; ".join(run.violations)
+                state = "ok" if not run.violations else "VIOLATION " + "; ".join(run.violations) + "".join(
+                    f"\n    status: {line}" for line in run.timeline)
                 converged = f"{run.converged_after:.1f}s" if run.converged_after is not None else "-"
                 moment = "mid-operation" if run.mid_operation else "after it finished"
                 print(f"[chaos] {scenario:<10} run {index + 1:>2}: killed {run.kill_after:.2f}s in ({moment}), "

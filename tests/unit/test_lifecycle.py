@@ -13,6 +13,7 @@ from omenative.api.types import InstanceOperation, InstanceStatus, RetryBlock
 from omenative.controllers.inferencereplica import plan as replica
 from omenative.controllers.inferencereplica.retry import RetryPolicy
 from omenative.controllers.instance import plan as instance
+from omenative.observe.nodes import node_health
 from omenative.observe.pods import format_time, pod_facts
 from omenative.render.pods import InstanceRef
 from tests.unit.test_planners import NOW, gang, outdated, phases, pod, row, view
@@ -344,3 +345,70 @@ def test_a_pod_without_an_incarnation_label_is_an_orphan_that_is_drained() -> No
     assert [p["metadata"]["name"] for p in actions.delete_pods] == ["s-engine-0-worker-0"]
     assert [e.reason for e in actions.events] == ["FoundOrphan"]
     assert [p["metadata"]["name"] for p in actions.create_pods] == ["s-engine-0-leader-0"]  # the worker waits
+
+
+# -- the force-delete escalation (Recover stuck deletions)
+
+def stuck_pod(past: float, *, finalizers: list[str] | None = None, node: str = "n1") -> dict[str, Any]:
+    obj = pod("s-engine-0-leader-0", runner="leader")
+    obj["metadata"]["deletionTimestamp"] = format_time(NOW - past)
+    obj["spec"]["nodeName"] = node
+    if finalizers:
+        obj["metadata"]["finalizers"] = finalizers
+    return obj
+
+
+def node(ready: str = "True", since: float = NOW - 3600, unreachable_since: float | None = None) -> dict[str, Any]:
+    taints = [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute",
+               "timeAdded": format_time(unreachable_since)}] if unreachable_since is not None else []
+    return {"spec": {"taints": taints},
+            "status": {"conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": format_time(since)}]}}
+
+
+@pytest.mark.parametrize(("nodes", "evidence"), [
+    ({}, "node-gone"),
+    ({"n1": node_health(node("Unknown", since=NOW - 30, unreachable_since=NOW - 400))}, "node-unreachable-taint"),
+    ({"n1": node_health(node("False", since=NOW - 400))}, "node-not-ready"),
+])
+def test_a_pod_stuck_terminating_on_a_dead_node_is_force_deleted(nodes: dict[str, Any], evidence: str) -> None:
+    actions = instance.plan(instance_view("Deleting", [stuck_pod(161)], force_delete=(120.0, 300.0), nodes=nodes))
+    assert [p["metadata"]["name"] for p in actions.force_delete_pods] == ["s-engine-0-leader-0"]
+    assert [e.message for e in actions.events if e.reason == "PodForceDeleted"] == [
+        "OMENative component=engine instance=0: force-deleted stuck-Terminating pod s-engine-0-leader-0 on node n1 "
+        f"(evidence={evidence}, 2m41s past the pod's own deletion deadline)"]
+
+
+@pytest.mark.parametrize(("pods", "nodes", "fields"), [
+    ([stuck_pod(161)], {"n1": node_health(node("True", unreachable_since=NOW - 400))}, {}),  # Ready: never dead
+    ([stuck_pod(60)], {}, {}),  # not past the slack yet
+    ([stuck_pod(161)], {"n1": node_health(node("Unknown", since=NOW - 30))}, {}),  # not dead for long enough
+    ([stuck_pod(161)], {}, {"force_delete": None}),  # the escalation is off
+], ids=["ready-node", "within-slack", "below-threshold", "off"])
+def test_no_force_delete_without_the_evidence(pods: list[dict[str, Any]], nodes: dict[str, Any],
+                                             fields: dict[str, Any]) -> None:
+    settings: dict[str, Any] = {"force_delete": (120.0, 300.0), **fields}
+    actions = instance.plan(instance_view("Deleting", pods, nodes=nodes, **settings))
+    assert actions.force_delete_pods == ()
+
+
+def test_a_restart_waits_for_its_old_pods_without_the_escalation() -> None:
+    actions = instance.plan(instance_view("Restarting", [stuck_pod(161)], incarnation=2, force_delete=(120.0, 300.0)))
+    assert actions.force_delete_pods == ()
+
+
+def test_a_finalizer_of_another_controller_is_never_stripped() -> None:
+    actions = instance.plan(instance_view("Deleting", [stuck_pod(185, finalizers=["example.com/cleanup"])],
+                                          force_delete=(120.0, 300.0)))
+    assert actions.force_delete_pods == ()
+    assert [e.message for e in actions.events] == [
+        "OMENative component=engine instance=0: pod s-engine-0-leader-0 is 3m5s past its own deletion deadline but "
+        "pinned by finalizers [example.com/cleanup]; OME never strips another controller's finalizer — the "
+        "finalizer owner must resolve it"]
+
+
+def test_a_pod_held_in_phase_unknown_on_a_dead_node_is_force_deleted() -> None:
+    lost = pod("s-engine-0-leader-0", runner="leader", phase="Unknown")
+    actions = instance.plan(instance_view("Creating", [lost], force_delete=(120.0, 300.0)))
+    assert [e.message for e in actions.events if e.reason == "PodForceDeleted"] == [
+        "OMENative component=engine instance=0: force-deleted pod s-engine-0-leader-0 on node n1 "
+        "(evidence=node-gone, held in phase Unknown)"]

@@ -29,6 +29,10 @@ class ControllerConfig:
     # retry of an Instance that failed for any other reason.
     update_retry_attempts: int = 3
     update_retry_backoff: str | None = "1m"
+    # The force-delete escalation of OME's "Recover stuck deletions" guide, on when both are set: a pod stuck
+    # Terminating this far past its deletion deadline, on a node dead for at least the threshold, is force-deleted.
+    force_delete_overdue_slack: str | None = None
+    force_delete_node_unreachable_threshold: str | None = None
     # How long a deleted InferenceReplica waits for its Instances to drain before it lets go of its pods anyway.
     teardown_deadline: str | None = "30m"
     # PodDisruptionBudget when the component sets neither minAvailable nor maxUnavailable.

@@ -15,10 +15,11 @@ from omenative.api import naming
 from omenative.api.config import ControllerConfig
 from omenative.api.instance_status import decode_rows
 from omenative.api.types import InstanceStatus, ServingRuntimeSpec
+from omenative.api.units import optional_duration
 from omenative.kube.apply import Applier
 from omenative.kube.client import KubeClient
 from omenative.kube.events import EventRecorder
-from omenative.kube.expectations import Expectations
+from omenative.kube.expectations import Expectations, WriteExpectations
 from omenative.kube.informers import Caches
 from omenative.kube.queue import WorkQueue
 from omenative.kube.resources import (
@@ -27,10 +28,12 @@ from omenative.kube.resources import (
     CLUSTER_SERVING_RUNTIMES,
     CRDS,
     ENDPOINT_SLICES,
+    NODES,
     PODGROUPS,
     SERVING_RUNTIMES,
     Resource,
 )
+from omenative.observe.nodes import NodeHealth, node_health
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -41,6 +44,7 @@ BY_INSTANCE = "instance"  # pods: "{namespace}/{isvc}-{component}/{index}" (the 
 BY_ISVC = "isvc"  # namespaced children: "{namespace}/{isvc}"
 BY_RUNTIME = "runtime"  # InferenceServices: the runtime name they name, or "" to auto-select
 BY_MODEL = "model"  # InferenceServices: the model name they name
+BY_NODE = "node"  # pods: the node they are bound to
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # set by the EndpointSlice controller on each slice
 HEADLESS_LABEL = "service.kubernetes.io/headless"  # ...and this one on the slices of a headless Service
 
@@ -118,6 +122,7 @@ class Context:
     expectations: Expectations
     config: ControllerConfig
     queues: dict[str, WorkQueue[str]] = attrs.field(factory=dict)
+    written: WriteExpectations = attrs.field(factory=WriteExpectations)  # InferenceReplica status writes
     rows: DecodedRows = attrs.field(factory=DecodedRows)
     runtime_specs: ParsedRuntimes = attrs.field(factory=ParsedRuntimes)
     wall_clock: Callable[[], float] = time.time
@@ -150,6 +155,17 @@ class Context:
         conditions = (crd.get("status") or {}).get("conditions") or []
         return any(x.get("type") == "Established" and x.get("status") == "True" for x in conditions) and \
             not crd["metadata"].get("deletionTimestamp")
+
+    def force_delete(self) -> tuple[float, float] | None:
+        """(overdueSlack, nodeUnreachableThreshold) when the force-delete escalation is on."""
+        slack = optional_duration(self.config.force_delete_overdue_slack)
+        threshold = optional_duration(self.config.force_delete_node_unreachable_threshold)
+        return (slack, threshold) if slack and threshold else None
+
+    def node_health(self, names: set[str]) -> dict[str, NodeHealth]:
+        """The health of the named nodes that exist (a node missing from the result is gone)."""
+        found = {name: self.get(NODES, None, name) for name in names}
+        return {name: node_health(node) for name, node in found.items() if node is not None}
 
     def routed_pods(self, namespace: str, isvc: str, names: set[str]) -> frozenset[str]:
         """Those of the named pods that an EndpointSlice of the InferenceService's Services (not the headless ones,

@@ -169,15 +169,18 @@ class Applier:
             if not exc.not_found:
                 raise
 
-    async def delete(self, resource: Resource, obj: Obj, *, propagation_policy: str | None = None) -> bool:
-        """Deletes this very object (UID precondition); False when it was already gone or replaced."""
+    async def delete(self, resource: Resource, obj: Obj, *, propagation_policy: str | None = None,
+                     grace_period_seconds: int | None = None) -> bool:
+        """Deletes this very object (UID precondition); False when it was already gone or replaced. An object already
+        being deleted is left alone, unless a grace period is given (a force-delete shortens it)."""
         meta = obj["metadata"]
-        if meta.get("deletionTimestamp"):
+        if meta.get("deletionTimestamp") and grace_period_seconds is None:
             return True
         self.writes += 1
         try:
             result = await self.client.delete(resource, meta["name"], meta.get("namespace"), uid=meta.get("uid"),
-                                              propagation_policy=propagation_policy)
+                                              propagation_policy=propagation_policy,
+                                              grace_period_seconds=grace_period_seconds)
         except ApiError as exc:
             if exc.conflict:  # the precondition failed: a newer object holds the name
                 return False

@@ -60,3 +60,48 @@ class Expectations:
 
     def forget(self, key: str) -> None:
         self._records.pop(key, None)
+
+
+def _newer_or_same(seen: str, written: str) -> bool:
+    """Whether a cached resourceVersion is the written one or later. resourceVersions are opaque, but the API server
+    gives etcd's revisions, which only grow; where either is not a number, only equality counts."""
+    if seen == written:
+        return True
+    return seen.isdigit() and written.isdigit() and int(seen) > int(written)
+
+
+class WriteExpectations:
+    """A controller's own writes it has not seen in its cache yet.
+
+    A reconcile that plans from an object older than its own last write of it undoes that write: it sees the
+    children the write caused (pods of a new Instance) without the rows that explain them. After each write, the
+    resourceVersion it produced is recorded; the key's next reconcile waits until the cache holds that version or a
+    later one (the watch event brings it back), or until the timeout, in case an event was lost.
+    """
+
+    def __init__(self, clock: Clock | None = None, timeout: float = 30.0) -> None:
+        self.clock = clock or RealClock()
+        self.timeout = timeout
+        self._written: dict[str, tuple[str, float]] = {}
+
+    def wrote(self, key: str, resource_version: str | None) -> None:
+        if resource_version:
+            self._written[key] = (resource_version, self.clock.now())
+
+    def observed(self, key: str, resource_version: str | None) -> None:
+        record = self._written.get(key)
+        if record is not None and resource_version and _newer_or_same(resource_version, record[0]):
+            del self._written[key]
+
+    def caught_up(self, key: str, cached_version: str | None) -> bool:
+        record = self._written.get(key)
+        if record is None:
+            return True
+        if (cached_version and _newer_or_same(cached_version, record[0])) or \
+                self.clock.now() - record[1] >= self.timeout:
+            del self._written[key]
+            return True
+        return False
+
+    def forget(self, key: str) -> None:
+        self._written.pop(key, None)

@@ -76,6 +76,7 @@ class PodFacts:
     has_ip: bool
     reason: str  # the pod's own status reason (Evicted, ...)
     message: str
+    finalizers: tuple[str, ...] = ()
 
     @property
     def terminal(self) -> bool:
@@ -152,4 +153,5 @@ def pod_facts(pod: Obj) -> PodFacts:
         has_ip=bool(status.get("podIP")),
         reason=status.get("reason") or "",
         message=status.get("message") or "",
+        finalizers=tuple(meta.get("finalizers") or ()),
     )

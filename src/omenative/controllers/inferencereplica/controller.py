@@ -46,8 +46,11 @@ class InferenceReplicaController:
         namespace, name = split_key(key)
         ir = ctx.get(INFERENCE_REPLICAS, namespace, name)
         if ir is None:
+            ctx.written.forget(key)
             return None  # its pods go with it (owner references)
         meta = ir["metadata"]
+        if not ctx.written.caught_up(key, meta.get("resourceVersion")):
+            return None  # our last status write is not in the cache yet; its watch event brings us back
         finalizers = meta.get("finalizers") or []
         deleting = bool(meta.get("deletionTimestamp"))
         if deleting and c.FINALIZER_TEARDOWN not in finalizers and c.FINALIZER_LEGACY_DRAIN not in finalizers:
@@ -64,9 +67,7 @@ class InferenceReplicaController:
         component = spec.get("component") or c.ENGINE
         revision = objects.revision_hash(runners, spec.get("pairingProtocol"),
                                          int((ir.get("status") or {}).get("collisionCount") or 0))
-        if not deleting:
-            await self._ensure_revision(ir, isvc, component, revision, runners)
-
+        # Everything the plan reads is taken from the caches here, before any await, so it is one moment's view.
         pods: dict[int, list[PodFacts]] = {}
         for pod in ctx.by_index(PODS, BY_REPLICA, key):
             facts = pod_facts(pod)
@@ -76,6 +77,8 @@ class InferenceReplicaController:
         old_status: Obj = ir.get("status") or {}
         view = self.view(ir, isvc, component, revision, runners, pods, deleting)
         result = planner.plan(view)
+        if not deleting:
+            await self._ensure_revision(ir, isvc, component, revision, runners)
 
         parent = ctx.get(INFERENCE_SERVICES, namespace, isvc) or ir
         for event in result.events:
@@ -100,7 +103,10 @@ class InferenceReplicaController:
             status["rolloutHold"] = result.rollout_hold.to_dict()
         if old_status.get("collisionCount"):
             status["collisionCount"] = old_status["collisionCount"]
-        await ctx.applier.apply_status(INFERENCE_REPLICAS, name, namespace, status)
+        written = await ctx.applier.apply_status(INFERENCE_REPLICAS, name, namespace, status)
+        version = (written or {}).get("metadata", {}).get("resourceVersion")
+        if version and version != meta.get("resourceVersion"):  # a write was made (not skipped as a no-op)
+            ctx.written.wrote(key, version)
         # The answer is in the status now; only then is the request removed (a crash in between answers it again,
         # with the same outcome).
         for annotation in result.answered:

@@ -97,7 +97,8 @@ class InstanceController:
             scheduler_name=scheduler_name(runners) if runners is not None else None,
             routed=ctx.routed_pods(namespace, isvc, {p["metadata"]["name"] for p in pods}),
             drain_deadline=parse_time(row.operation.deadline) if row.operation else None,
-            now=ctx.wall_clock())
+            now=ctx.wall_clock(), force_delete=ctx.force_delete(),
+            nodes=ctx.node_health({n for p in pods if (n := (p.get("spec") or {}).get("nodeName"))}))
         actions = planner.plan(view)
         await self.execute(key, ir, actions)
         return Result(requeue_after=actions.wake_in + 0.5) if actions.wake_in is not None else None
@@ -121,6 +122,8 @@ class InstanceController:
             or ir
         for event in actions.events:
             ctx.events.event(parent, event.type, event.reason, event.message)
+        for pod in actions.force_delete_pods:
+            await ctx.applier.delete(PODS, pod, grace_period_seconds=0)
         if actions.delete_podgroup is not None:
             await ctx.applier.delete(PODGROUPS, actions.delete_podgroup)
         if actions.apply_podgroup is not None:

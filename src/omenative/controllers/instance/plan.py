@@ -14,11 +14,15 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
+from omenative.api.units import format_duration
 from omenative.controllers.inferencereplica.plan import CREATING, DELETING, READY, RESTARTING, UPDATING, Event
+from omenative.observe.nodes import GONE, NodeHealth, dead_evidence
 from omenative.observe.pods import PodFacts, pod_facts
 from omenative.render.pods import InstanceRef, pod_count, render_pod, slots
 
@@ -39,6 +43,10 @@ class InstanceView:
     routed: frozenset[str] = frozenset()  # pods an EndpointSlice of the component's Services still sends to
     drain_deadline: float | None = None  # past it, a drained pod goes even while still routed
     now: float = 0.0
+    # The force-delete escalation, when on: (overdueSlack, nodeUnreachableThreshold) in seconds, and the health of
+    # the pods' nodes (a node missing from the map is gone).
+    force_delete: tuple[float, float] | None = None
+    nodes: Mapping[str, NodeHealth] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)
@@ -50,15 +58,57 @@ class InstanceActions:
     gates: tuple[tuple[Obj, bool, str], ...] = ()  # (pod, value, reason)
     events: tuple[Event, ...] = ()
     wake_in: float | None = None  # a drain waits for its Services, at most until its deadline
+    force_delete_pods: tuple[Obj, ...] = ()  # stuck pods on dead nodes, deleted with no grace
 
     @property
     def empty(self) -> bool:
         return not (self.apply_podgroup or self.delete_podgroup or self.create_pods or self.delete_pods
-                    or self.gates or self.events)
+                    or self.gates or self.events or self.force_delete_pods)
 
 
 def owned_by(obj: Obj, uid: str) -> bool:
     return any(ref.get("uid") == uid for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def escalate(view: InstanceView, facts: list[tuple[Obj, PodFacts]]) -> tuple[list[Obj], list[Event], float | None]:
+    """The force-delete escalation: a pod stuck Terminating past its deletion deadline plus the slack, with no
+    finalizer, on a dead node, while the Instance is removed or updated; or a pod held in phase Unknown on a dead
+    node, which keeps a name the Instance needs. (A restart waits for its old pods without it, as in OME.)"""
+    if view.force_delete is None:
+        return [], [], None
+    slack, threshold = view.force_delete
+    prefix = f"OMENative component={view.ref.component} instance={view.ref.index}:"
+    forced: list[Obj] = []
+    events: list[Event] = []
+    wakes: list[float] = []
+    for pod, f in facts:
+        stuck = f.terminating and view.phase in (DELETING, UPDATING)
+        unknown = f.phase == "Unknown" and not f.terminating
+        if not (stuck or unknown) or not f.node:
+            continue
+        past = view.now - (f.deletion_at or view.now)
+        if stuck:
+            if past < slack:
+                wakes.append((f.deletion_at or view.now) + slack)
+                continue
+            if f.finalizers:
+                events.append(Event(type="Warning", reason="PodDeleteBlockedByFinalizer", message=(
+                    f"{prefix} pod {f.name} is {format_duration(past)} past its own deletion deadline but pinned by "
+                    f"finalizers [{' '.join(f.finalizers)}]; OME never strips another controller's finalizer — the "
+                    "finalizer owner must resolve it")))
+                continue
+        evidence, when = dead_evidence(view.nodes.get(f.node, GONE), view.now, threshold)
+        if evidence is None:
+            if when is not None:
+                wakes.append(when)
+            continue
+        forced.append(pod)
+        detail = f"{format_duration(past)} past the pod's own deletion deadline" if stuck else "held in phase Unknown"
+        what = "stuck-Terminating pod" if stuck else "pod"
+        events.append(Event(type="Warning", reason="PodForceDeleted", message=(
+            f"{prefix} force-deleted {what} {f.name} on node {f.node} (evidence={evidence}, {detail})")))
+    wake = min(wakes) - view.now if wakes else None
+    return forced, events, wake
 
 
 def plan(view: InstanceView) -> InstanceActions:
@@ -73,7 +123,8 @@ def plan(view: InstanceView) -> InstanceActions:
     creates: list[Obj] = []
     events: list[Event] = []
     prefix = f"OMENative component={ref.component} instance={ref.index}"
-    wake_in: float | None = None
+    forced, forced_events, wake_in = escalate(view, facts)
+    events += forced_events
 
     # Drain, then delete, what must go: out of rotation first, deleted once the Services stopped sending to it.
     for pod, f in drain:
@@ -85,7 +136,7 @@ def plan(view: InstanceView) -> InstanceActions:
             gates.append((pod, False, "Draining"))
         elif f.name in view.routed and (view.drain_deadline is None or view.now < view.drain_deadline):
             if view.drain_deadline is not None:
-                wake_in = view.drain_deadline - view.now
+                wake_in = min(wake_in or math.inf, view.drain_deadline - view.now)
         else:
             deletes.append(pod)
 
@@ -93,7 +144,7 @@ def plan(view: InstanceView) -> InstanceActions:
         podgroup_gone = view.podgroup if view.podgroup is not None and not facts and \
             owned_by(view.podgroup, view.owner_uid) else None
         return InstanceActions(delete_podgroup=podgroup_gone, delete_pods=tuple(deletes), gates=tuple(gates),
-                               events=tuple(events), wake_in=wake_in)
+                               events=tuple(events), wake_in=wake_in, force_delete_pods=tuple(forced))
 
     apply_podgroup = delete_podgroup = None
     podgroup_ready = True
@@ -146,4 +197,5 @@ def plan(view: InstanceView) -> InstanceActions:
             gates += [(pod, True, "InstanceReady") for pod, f in live if not f.serving_gate]
 
     return InstanceActions(apply_podgroup=apply_podgroup, delete_podgroup=delete_podgroup, create_pods=tuple(creates),
-                           delete_pods=tuple(deletes), gates=tuple(gates), events=tuple(events), wake_in=wake_in)
+                           delete_pods=tuple(deletes), gates=tuple(gates), events=tuple(events), wake_in=wake_in,
+                           force_delete_pods=tuple(forced))
