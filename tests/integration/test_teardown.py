@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from tests.conftest import NodeFactory
 from tests.integration.test_manager import inference_service
 from tests.support.cluster import ControlPlane
 from tests.support.omenative import install_crds, start_controller, stop_controller
@@ -101,5 +102,42 @@ async def test_without_a_deadline_the_teardown_says_what_blocks_it(control_plane
                             "--timeout=30s", check=False)
         assert out.returncode == 0, out.output
         await kubectl("patch", "pod", pod, "-n", namespace, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+    finally:
+        await stop_controller(control_plane, process)
+
+
+async def test_a_pod_stuck_on_a_node_that_is_gone_is_force_deleted(control_plane: ControlPlane, namespace: str,
+                                                                  sim_nodes: NodeFactory) -> None:
+    """The escalation (both durations set): the pod's node goes away, so nothing will ever finish its deletion;
+    omenative force-deletes it once it is past its deletion deadline plus the slack, and the teardown completes.
+    (The pod garbage collector would also remove such a pod, but only 40 s after the node went.)"""
+    kubectl = control_plane.kubectl
+    await install_crds(control_plane)
+    node = await sim_nodes("gpu")
+    process = await start_controller(control_plane, "--namespace", namespace, "--instance-ready-timeout", "3s",
+                                     "--force-delete-overdue-slack", "1s",
+                                     "--force-delete-node-unreachable-threshold", "1s", webhook=False)
+    try:
+        isvc = inference_service("stranded", namespace)
+        isvc["spec"]["engine"].update(nodeSelector={"kubernetes.io/hostname": node}, terminationGracePeriodSeconds=1)
+        await kubectl("apply", "-f", "-", stdin=json.dumps(isvc))
+        out = await kubectl("wait", "--for=condition=Ready", "inferenceservice/stranded", "-n", namespace,
+                            "--timeout=60s", check=False)
+        assert out.returncode == 0, out.output
+        await kubectl("delete", "node", node)
+        await kubectl("delete", "inferenceservice", "stranded", "-n", namespace, "--wait=false")
+
+        async def forced() -> list[str]:
+            return await control_plane.event_messages(namespace, "PodForceDeleted")
+
+        messages = await wait_for(forced, timeout=30, what="a PodForceDeleted event")
+        assert messages[0].startswith(
+            f"OMENative component=engine instance=0: force-deleted stuck-Terminating pod stranded-engine-0-default-0 "
+            f"on node {node} (evidence=node-gone, ")
+        assert messages[0].endswith(" past the pod's own deletion deadline)")
+        out = await kubectl("wait", "--for=delete", "inferencereplica/stranded-engine", "-n", namespace,
+                            "--timeout=30s", check=False)
+        assert out.returncode == 0, out.output
+        assert await control_plane.event_messages(namespace, "TeardownDeadlineExceeded") == []
     finally:
         await stop_controller(control_plane, process)
