@@ -412,3 +412,20 @@ def test_a_pod_held_in_phase_unknown_on_a_dead_node_is_force_deleted() -> None:
     assert [e.message for e in actions.events if e.reason == "PodForceDeleted"] == [
         "OMENative component=engine instance=0: force-deleted pod s-engine-0-leader-0 on node n1 "
         "(evidence=node-gone, held in phase Unknown)"]
+
+
+def test_an_unschedulable_pod_stops_the_clock_and_its_end_gives_a_full_window() -> None:
+    op = InstanceOperation(type="Create", step="CreatePods", deadline=format_time(NOW + 5))
+    waiting = [pod_facts(pod("s-engine-0-leader-0", gate=None, containers_ready=False, phase="Pending",
+                             unschedulable_since=NOW - 60))]
+    held = replica.plan(view([row(0, "Creating", operation=op)], {0: waiting}))
+    held_op = held.rows[0].operation
+    assert held_op is not None and (held_op.waiting, held_op.deadline) == ("Unschedulable", None)
+    # Past the old deadline, still waiting: not failed (until the unschedulable grace, 15 min).
+    later = replica.plan(view(held.rows, {0: waiting}, now=NOW + 600))
+    assert phases(later) == {0: ("Creating", 1)}
+    placed = gang(0, gate=False, containers_ready=False)
+    resumed = replica.plan(view(later.rows, {0: placed}, now=NOW + 700))
+    op_after = resumed.rows[0].operation
+    assert op_after is not None and op_after.waiting is None
+    assert op_after.deadline == format_time(NOW + 700 + 1800)  # a full window again

@@ -178,10 +178,13 @@ def instance_status(cluster: Cluster, namespace: str, isvc: str, index: int, com
         fields.append(("encoding", f"name={encoding}"))
         if row is not None:
             report["instance"] = row.to_dict()
-            fields.append(("instance", f"{replica['metadata']['name']} inc={row.incarnation} phase={row.phase}"))
+            fields.append(("instance", f"{replica['metadata']['name']} inc={row.incarnation} phase={row.phase} "
+                                       f"admitted={'true' if (row.pod_count or 0) > 0 else 'false'}"))
             fields.append(("revisions", f"running={row.running_revision or '-'} target={row.target_revision or '-'}"))
             fields.append(("persisted", f"pods={row.pod_count or 0} serving={row.serving_pod_count or 0} "
                                         f"available={row.available_pod_count or 0}"))
+            for marker in row.announced or []:
+                fields.append(("announced", marker))
             for cond in row.conditions or []:
                 fields.append(("condition", f"{cond.type}={cond.status} reason={cond.reason or '-'}"))
             if row.operation:
@@ -189,6 +192,12 @@ def instance_status(cluster: Cluster, namespace: str, isvc: str, index: int, com
                 fields.append(("operation", f"type={op.type} step={op.step} retries={op.retry_count or 0}"))
                 fields.append(("op target", f"revision={op.target_revision or '-'} reason={op.reason or '-'}"))
                 fields.append(("op timing", f"started={op.started_at or '-'} deadline={op.deadline or '-'}"))
+                if op.waiting:
+                    fields.append(("op hold", f"waiting={op.waiting}"))
+                if op.strategy:
+                    fields.append(("op strategy", op.strategy))
+                if op.surge_index is not None:
+                    fields.append(("op nodes", f"surge={op.surge_index}"))
             if row.last_failure:
                 failure = row.last_failure
                 fields.append(("failure", f"pod={failure.pod_name or '-'} container={failure.container_name or '-'} "

@@ -38,6 +38,7 @@ from omenative.observe.pods import PodFacts, format_time, parse_time
 CREATING, READY, RESTARTING, PENDING, FAILED, DELETING, UPDATING = (
     "Creating", "Ready", "Restarting", "Pending", "Failed", "Deleting", "Updating")
 RETRY_MAX_SECONDS = 600.0
+UNSCHEDULABLE = "Unschedulable"  # an operation's `waiting`: the scheduler cannot place a pod (the clock stops)
 ALL_POD_READY = "AllPodReady"
 
 
@@ -253,7 +254,9 @@ class _Planner:
                                                   last_transition_time=format_time(self.view.now))])
 
     def check_failure(self, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus | None:
-        """Fails an Instance that is being created, restarted or updated when it cannot finish."""
+        """Fails an Instance that is being created, restarted or updated when it cannot finish. While the scheduler
+        cannot place a pod, the operation waits with its clock stopped (`waiting: Unschedulable`, no deadline);
+        when the hold ends it gets a full window again. Returns the changed row, or None."""
         now = self.view.now
         if facts.serving():
             return None  # an Instance serving at full count is never failed
@@ -265,7 +268,16 @@ class _Planner:
         if refused is not None:
             message = f"pod {refused.name} unschedulable: {refused.unschedulable_message or 'no node fits'}"
             return self.fail(row, _failure(refused, None, "Unschedulable", None, message, now), message)
-        deadline = parse_time(row.operation.deadline) if row.operation else None
+        op = row.operation
+        if op is not None and any(p.unschedulable_since is not None for p in facts.pods):
+            if op.waiting == UNSCHEDULABLE and op.deadline is None:
+                return None
+            return attrs.evolve(row, operation=attrs.evolve(op, waiting=UNSCHEDULABLE, deadline=None))
+        if op is not None and op.waiting == UNSCHEDULABLE:
+            timeout = self.view.ready_timeout
+            return attrs.evolve(row, operation=attrs.evolve(
+                op, waiting=None, deadline=format_time(now + timeout) if timeout else None))
+        deadline = parse_time(op.deadline) if op else None
         if deadline is not None:
             if now >= deadline:
                 reason = "ContainersNotReady" if facts.present >= facts.desired and not facts.ready() else \
