@@ -9,16 +9,6 @@
 #   hack/chaos.sh --runs 5 --scenarios update,teardown --seed 7
 #   hack/chaos.sh down                  remove the chaos control plane
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/.." && pwd)"
-cd "$repo"
-# shellcheck source=lib/venv.sh
-source "$here/lib/venv.sh"
-name="${OMENATIVE_CHAOS_CLUSTER:-omenative-chaos}"
-if [[ "${1:-}" == down ]]; then
-  exec "$here/cluster.sh" down --name "$name"
-fi
-ensure_venv "$repo" "test" >&2
-"$here/build-binaries.sh" >&2
-export PATH="$repo/.venv/bin:$PATH"
-exec python -m tests.support.chaos --cluster "$name" "$@"
+# shellcheck source=lib/tool.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/tool.sh"
+run_tool "${OMENATIVE_CHAOS_CLUSTER:-omenative-chaos}" tests.support.chaos "$@"

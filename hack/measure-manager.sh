@@ -6,16 +6,6 @@
 #   hack/measure-manager.sh [--runs 5]
 #   hack/measure-manager.sh down      remove its control plane
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/.." && pwd)"
-cd "$repo"
-# shellcheck source=lib/venv.sh
-source "$here/lib/venv.sh"
-name="${OMENATIVE_MEASURE_CLUSTER:-omenative-measure}"
-if [[ "${1:-}" == down ]]; then
-  exec "$here/cluster.sh" down --name "$name"
-fi
-ensure_venv "$repo" "test" >&2
-"$here/build-binaries.sh" >&2
-export PATH="$repo/.venv/bin:$PATH"
-exec python -m tests.support.measure_manager --cluster "$name" "$@"
+# shellcheck source=lib/tool.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/tool.sh"
+run_tool "${OMENATIVE_MEASURE_CLUSTER:-omenative-measure}" tests.support.measure_manager "$@"

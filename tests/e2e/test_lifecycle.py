@@ -301,27 +301,26 @@ async def test_kubectl_wait_right_after_apply_waits_for_the_new_generation(
     # No maxUnavailable: Ready means every Instance serves (with it, MinimumAvailable would count as Ready).
     d = await deploy("waiting", updateStrategy={"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 1}})
     # The engine's count: Ready only once the third Instance serves.
+    async def apply_then_wait() -> Obj:
+        """`kubectl apply` and, at once, `kubectl wait --for=condition=Ready`; the InferenceService as it was then."""
+        out = await d.kubectl("apply", "-f", write_yaml(tmp_path, "isvc-waiting.yaml", d.isvc))
+        assert out.returncode == 0
+        out = await d.kubectl("wait", "--for=condition=Ready", "inferenceservice/waiting", "-n", namespace,
+                              "--timeout=120s", check=False)
+        assert out.returncode == 0, out.output + await d.describe()
+        got = json.loads((await d.kubectl("get", "inferenceservice", "waiting", "-n", namespace, "-o", "json")).stdout)
+        assert got["status"]["observedGeneration"] == got["metadata"]["generation"]
+        return dict(got)
+
     d.isvc["spec"]["engine"].update(minReplicas=3, maxReplicas=3)
-    out = await d.kubectl("apply", "-f", write_yaml(tmp_path, "isvc-waiting.yaml", d.isvc))
-    assert out.returncode == 0
-    out = await d.kubectl("wait", "--for=condition=Ready", "inferenceservice/waiting", "-n", namespace,
-                          "--timeout=120s", check=False)
-    assert out.returncode == 0, out.output + await d.describe()
-    isvc = json.loads((await d.kubectl("get", "inferenceservice", "waiting", "-n", namespace, "-o", "json")).stdout)
-    assert isvc["status"]["observedGeneration"] == isvc["metadata"]["generation"]
+    isvc = await apply_then_wait()
     assert isvc["status"]["components"]["engine"]["lifecycle"]["readyReplicas"] == 3
 
     # An image: the InferenceService's Ready waits for the new generation to be acted on, and the
     # InferenceReplica's Ready (Unknown while the rollout runs) for the whole rollout.
     d.isvc["spec"]["engine"]["leader"] = {"runner": {"image": NEW_IMAGE}}
     d.isvc["spec"]["engine"]["worker"] = {"size": 1, "runner": {"image": NEW_IMAGE}}
-    out = await d.kubectl("apply", "-f", write_yaml(tmp_path, "isvc-waiting.yaml", d.isvc))
-    assert out.returncode == 0
-    out = await d.kubectl("wait", "--for=condition=Ready", "inferenceservice/waiting", "-n", namespace,
-                          "--timeout=120s", check=False)
-    assert out.returncode == 0, out.output + await d.describe()
-    isvc = json.loads((await d.kubectl("get", "inferenceservice", "waiting", "-n", namespace, "-o", "json")).stdout)
-    assert isvc["status"]["observedGeneration"] == isvc["metadata"]["generation"]
+    isvc = await apply_then_wait()
     replica = await d.replica()
     assert isvc["status"]["components"]["engine"]["lifecycle"]["updateRevision"] == \
         replica["status"]["updateRevision"]
