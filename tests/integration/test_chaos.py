@@ -8,7 +8,7 @@ import random
 from kubernetes_asyncio import client
 
 from tests.conftest import NodeFactory
-from tests.support.chaos import SCENARIOS, Chaos
+from tests.support.chaos import SCENARIOS, Chaos, log_excerpt
 from tests.support.cluster import ControlPlane
 from tests.support.omenative import install_crds, stop_controller
 
@@ -28,7 +28,9 @@ async def test_every_operation_survives_a_sigkill(control_plane: ControlPlane, a
             run = await chaos.run(scenario, 1, rng, window=calibration.converged_after)
             print(f"{scenario}: killed {run.kill_after:.2f}s in (mid-operation: {run.mid_operation}), converged "
                   f"{run.converged_after}s after the restart")
-            assert run.violations == [], (f"seed {seed}", scenario, run)
+            report = [f"seed {seed}, {scenario}: {run.violations}", *run.timeline, f"pods seen: {run.pods_created}",
+                      *log_excerpt(run.logs, f"{scenario}-1")]
+            assert run.violations == [], "\n".join(report)
     finally:
         if chaos.process is not None:
             await stop_controller(control_plane, chaos.process)

@@ -16,9 +16,9 @@ import pytest_asyncio
 from omenative.kube import metrics
 from omenative.kube.apply import Applier
 from omenative.kube.cache import Store
-from omenative.kube.client import KubeClient
+from omenative.kube.client import ApiError, KubeClient
 from omenative.kube.reflector import Informer
-from omenative.kube.resources import CONFIG_MAPS, Resource
+from omenative.kube.resources import CONFIG_MAPS, PODS, Resource
 from tests.support.cluster import ControlPlane
 from tests.support.wait import wait_for
 
@@ -252,3 +252,40 @@ async def test_a_field_no_longer_desired_is_removed(kube: KubeClient, namespace:
         assert result["metadata"]["labels"] == {"test": "informer", "a": "1"}
     finally:
         await informer.stop()
+
+
+async def test_a_status_write_for_a_pod_that_was_replaced_leaves_its_successor_alone(
+    kube: KubeClient, namespace: str
+) -> None:
+    """Pods of one Instance keep their names across incarnations: a gate meant for the old pod names its UID, so the
+    API server refuses it for the new pod of that name and the applier drops it."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "same-name", "namespace": namespace},
+           "spec": {"containers": [{"name": "c", "image": "example.invalid/x:1"}]}}
+    applier = Applier(kube, lambda res, ns, name: None)
+    await kube.create(PODS, pod, namespace)
+    old = await kube.get(PODS, "same-name", namespace)
+    await kube.delete(PODS, "same-name", namespace, grace_period_seconds=0)
+    await wait_for(lambda: _gone(kube, namespace, "same-name"), timeout=30, what="the old pod to be gone")
+    await kube.create(PODS, pod, namespace)
+
+    def gate(uid: str) -> Obj:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "same-name", "namespace": namespace,
+                                                                "uid": uid},
+                "status": {"conditions": [{"type": "ome.io/serving", "status": "False", "reason": "Draining"}]}}
+
+    await applier.apply_partial_status(PODS, gate(old["metadata"]["uid"]))
+    new = await kube.get(PODS, "same-name", namespace)
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+    assert "ome.io/serving" not in {c["type"] for c in (new.get("status") or {}).get("conditions") or []}
+
+    await applier.apply_partial_status(PODS, gate(new["metadata"]["uid"]))
+    new = await kube.get(PODS, "same-name", namespace)
+    assert {c["type"]: c["status"] for c in new["status"]["conditions"]}["ome.io/serving"] == "False"
+
+
+async def _gone(kube: KubeClient, namespace: str, name: str) -> bool:
+    try:
+        await kube.get(PODS, name, namespace)
+    except ApiError as exc:
+        return exc.not_found
+    return False

@@ -66,6 +66,8 @@ class Run:
     converged_after: float | None = None  # seconds from the restart to the end state
     mid_operation: bool = False  # the operation had not finished when the controller was killed
     timeline: list[str] = attrs.field(factory=list)  # the rows of each status version, when a run failed
+    pods_created: list[str] = attrs.field(factory=list)  # name@incarnation of each pod seen, when a run failed
+    logs: list[str] = attrs.field(factory=list)  # the controller logs of the run, when it failed
     violations: list[str] = attrs.field(factory=list)
 
 
@@ -78,14 +80,16 @@ class PodWatch:
         self.namespace = namespace
         self.selector = f"{LABEL}={isvc}"
         self.live: dict[str, Obj] = {}  # name -> pod, not terminating
-        self.created: set[str] = set()  # uids
+        self.created: dict[str, str] = {}  # uid -> "name@incarnation", in the order they were first seen
         self.violations: list[str] = []
         self.max_instances = 0
+        self.initial: set[str] = set()  # uids of the pods there when the watch started
         self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         listed = await self.core.list_namespaced_pod(self.namespace, label_selector=self.selector)
         for pod in listed.items:
+            self.initial.add(pod.metadata.uid)
             self.observe(self.api.sanitize_for_serialization(pod))
         self.task = asyncio.create_task(self.follow(listed.metadata.resource_version))
 
@@ -103,7 +107,9 @@ class PodWatch:
 
     def observe(self, pod: Obj) -> None:
         meta = pod["metadata"]
-        self.created.add(meta["uid"])
+        if meta["uid"] not in self.created:
+            incarnation = (meta.get("labels") or {}).get("ome.io/instance-incarnation", "?")
+            self.created[meta["uid"]] = f"{meta['name']}@{incarnation}"
         if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded"):
             self.live.pop(meta["name"], None)
             return
@@ -146,7 +152,7 @@ class Chaos:
     async def controller(self) -> ControllerProcess:
         if self.process is None or self.process.process is None or self.process.process.returncode is not None:
             self.process = await start_controller(self.control_plane, "--namespace", self.namespace,
-                                                  webhook=False, name="chaos")
+                                                  "--log-level", "debug", webhook=False, name="chaos")
         return self.process
 
     async def replica(self, name: str) -> Obj | None:
@@ -220,11 +226,16 @@ class Chaos:
         start_replicas = {"create": 2, "restart": 2, "update": 2, "scale-down": 3, "teardown": 2}[scenario]
         if scenario != "create":
             await self.kubectl_apply(inference_service(name, self.namespace, start_replicas))
-            if await self.wait(lambda: self.settled(name, start_replicas, IMAGE), timeout) is None:
+            async def set_up() -> bool:  # settled, and no pod of the set-up left terminating
+                return await self.settled(name, start_replicas, IMAGE) and not any(
+                    p["metadata"].get("deletionTimestamp") for p in await self.pods(name))
+
+            if await self.wait(set_up, timeout) is None:
                 result.violations.append("setup did not settle")
                 return result
         before = {r.index: r.incarnation for r in decode_rows(((await self.replica(name)) or {}).get("status"))}
         pods = PodWatch(self.api, self.namespace, name)
+        killed: ControllerProcess | None = None
         await pods.start()
         async with recorded(self.api, "inferencereplicas", self.namespace, f"{name}-engine") as rows:
             try:
@@ -252,6 +263,7 @@ class Chaos:
                 await asyncio.sleep(kill_after)
                 result.mid_operation = not await done()
                 assert self.process is not None
+                killed = self.process
                 await self.process.kill()
                 restarted = time.monotonic()
                 await self.controller()
@@ -275,22 +287,34 @@ class Chaos:
         if scenario == "restart" and after.get(1) != before.get(1):
             result.violations.append("instance 1 restarted too")
         if scenario in ("restart", "scale-down"):
-            extra = len(pods.created) - 2 * len(before) - (2 if scenario == "restart" else 0)
+            extra = len(pods.created.keys() - pods.initial) - (2 if scenario == "restart" else 0)
             if extra > 0:
                 result.violations.append(f"{extra} more pod(s) created than the operation needs")
         if scenario == "update":
-            created = len(pods.created) - 2 * len(before)
+            created = len(pods.created.keys() - pods.initial)
             if created != 4:  # each Instance replaced once: two new Instances of two pods
                 result.violations.append(f"{created} pods created by the update, expected 4")
         if scenario != "teardown":
             await self.control_plane.kubectl("delete", "inferenceservice", name, "-n", self.namespace,
                                              "--wait=false")
         if result.violations:
+            result.pods_created = list(pods.created.values())
+            result.logs = [str(p.log_path) for p in (killed, self.process) if p is not None]
             result.timeline = [" ".join(f"{r.index}:{r.phase}/{r.incarnation}" + (
                 f"[{r.operation.step}->{r.operation.surge_index}]" if r.operation and r.operation.surge_index
                 is not None else f"[{r.operation.type}]" if r.operation else "") for r in decode_rows(v.get("status")))
                 for v in rows.versions]
         return result
+
+
+def log_excerpt(paths: list[str], name: str, limit: int = 60) -> list[str]:
+    """The lines of the controller logs that mention the run's objects, for a failure report."""
+    lines: list[str] = []
+    for path in paths:
+        with contextlib.suppress(OSError):
+            lines += [f"{Path(path).name}: {line.rstrip()}" for line in Path(path).read_text().splitlines()
+                      if name in line]
+    return lines[-limit:]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -353,7 +377,9 @@ async def main(argv: list[str] | None = None) -> int:
                 run = await chaos.run(scenario, index, rng, window=windows[scenario])
                 runs.append(run)
                 state = "ok" if not run.violations else "VIOLATION " + "; ".join(run.violations) + "".join(
-                    f"\n    status: {line}" for line in run.timeline)
+                    f"\n    status: {line}" for line in run.timeline) + (
+                    f"\n    pods seen: {' '.join(run.pods_created)}\n    logs: {' '.join(run.logs)}"
+                    if run.violations else "")
                 converged = f"{run.converged_after:.1f}s" if run.converged_after is not None else "-"
                 moment = "mid-operation" if run.mid_operation else "after it finished"
                 print(f"[chaos] {scenario:<10} run {index + 1:>2}: killed {run.kill_after:.2f}s in ({moment}), "

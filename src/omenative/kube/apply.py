@@ -150,6 +150,8 @@ class Applier:
         """Creates an object that must not overwrite one of the same name (a pod, a first InferenceReplica); False
         when one already exists."""
         self.writes += 1
+        log.debug("create", kind=resource.kind, namespace=obj["metadata"].get("namespace"),
+                  name=obj["metadata"]["name"])
         try:
             await self.client.create(resource, obj, obj["metadata"].get("namespace"),
                                      field_manager=field_manager or self.field_manager)
@@ -161,12 +163,13 @@ class Applier:
 
     async def apply_partial_status(self, resource: Resource, body: Obj) -> None:
         """Applies part of a status others write too (a pod condition): server-side apply merges it by key, so no
-        whole-status comparison; an object already gone is left alone."""
+        whole-status comparison. An object already gone, or replaced by one of the same name when the body names
+        its UID, is left alone: the write was meant for the one that is gone."""
         self.writes += 1
         try:
             await self.client.apply(resource, body, field_manager=self.field_manager, subresource="status")
         except ApiError as exc:
-            if not exc.not_found:
+            if not (exc.not_found or exc.replaced):
                 raise
 
     async def delete(self, resource: Resource, obj: Obj, *, propagation_policy: str | None = None,
@@ -177,6 +180,8 @@ class Applier:
         if meta.get("deletionTimestamp") and grace_period_seconds is None:
             return True
         self.writes += 1
+        log.debug("delete", kind=resource.kind, namespace=meta.get("namespace"), name=meta["name"],
+                  uid=meta.get("uid"), grace_period_seconds=grace_period_seconds)
         try:
             result = await self.client.delete(resource, meta["name"], meta.get("namespace"), uid=meta.get("uid"),
                                               propagation_policy=propagation_policy,

@@ -55,6 +55,12 @@ class ApiError(Exception):
         return self.status == 410
 
     @property
+    def replaced(self) -> bool:
+        """A write that named the object's UID found another object of that name (the UID cannot change: 422)."""
+        causes = (self.body.get("details") or {}).get("causes") or []
+        return self.status == 422 and any(c.get("field") == "metadata.uid" for c in causes)
+
+    @property
     def already_exists(self) -> bool:
         return self.status == 409 and self.reason == "AlreadyExists"
 

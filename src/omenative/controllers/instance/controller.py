@@ -154,7 +154,10 @@ class InstanceController:
         meta = pod["metadata"]
         status = "True" if value else "False"
         message = "in rotation: every pod of the Instance is ready" if value else "out of rotation: draining"
-        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        # The UID pins the write to this pod: a gate meant for an old incarnation never lands on its successor of
+        # the same name.
+        body = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]},
                 "status": {"conditions": [{"type": c.SERVING_GATE, "status": status, "reason": reason,
                                            "message": message,
                                            "lastTransitionTime": format_time(self.ctx.wall_clock())}]}}
