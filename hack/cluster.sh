@@ -2,7 +2,7 @@
 # The local control plane: etcd, kube-apiserver, kube-controller-manager, a scheduler and KWOK (simulated kubelets),
 # run by kwokctl's binary runtime from binaries built by hack/build-binaries.sh.
 #
-#   hack/cluster.sh up   [--name N] [--profile gang|stock] [--gpu-nodes N] [--cpu-nodes N] [--model NAME]...
+#   hack/cluster.sh up   [--name N] [--profile gang|stock] [--gpu-nodes N] [--cpu-nodes N] [--model NAME]... [--bench]
 #   hack/cluster.sh down [--name N]
 #   hack/cluster.sh env  [--name N]      prints `export KUBECONFIG=...` for a shell to eval
 #   hack/cluster.sh status [--name N]    exits non-zero unless every component is alive
@@ -11,6 +11,10 @@
 #   gang  (default) the scheduler-plugins scheduler (profiles `default-scheduler` and `scheduler-plugins-scheduler`,
 #         Coscheduling), the PodGroup and ElasticQuota CRDs, and the scheduler-plugins PodGroup controller.
 #   stock the stock kube-scheduler and no PodGroup CRD (the coscheduling scheduler schedules nothing without it).
+#
+# --bench tunes the cluster for load, as KWOK's own benchmark does: API server in-flight limits off, the
+#         controller-manager, scheduler and PodGroup controller at 5000 QPS (burst 10000), a /16 Service range, and
+#         an audit log of every write at logs/audit.log (hack/bench.sh counts the controller's writes from it).
 #
 # `up` is idempotent: an existing healthy cluster is kept; a stopped one is started again.
 # State lives in $OMENATIVE_STATE_DIR (default: .work/ in the checkout), so two checkouts never share a cluster,
@@ -30,6 +34,7 @@ profile=gang
 gpu_nodes=2
 cpu_nodes=1
 models=()
+bench=false
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --name) name=$2; shift 2 ;;
@@ -37,7 +42,8 @@ while [[ $# -gt 0 ]]; do
     --gpu-nodes) gpu_nodes=$2; shift 2 ;;
     --cpu-nodes) cpu_nodes=$2; shift 2 ;;
     --model) models+=("$2"); shift 2 ;;
-    -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --bench) bench=true; shift ;;
+    -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
@@ -96,12 +102,24 @@ options:
   kwokControllerBinary: $bin/kwok
   etcdBinary: $bin/etcd
   kubectlBinary: $bin/kubectl
+EOF
+    if [[ $bench == true ]]; then
+      cat <<EOF
+  disableQPSLimits: true
+  kubeAuditPolicy: $here/sim/audit-writes.yaml
+EOF
+    fi
+    cat <<EOF
 componentsPatches:
 - name: kube-apiserver
   extraArgs:
   # Watches of ConfigMaps go to etcd, not the watch cache, so a test can force 410 Gone by compacting etcd.
   - key: watch-cache-sizes
     value: configmaps#0
+$(if [[ $bench == true ]]; then
+  # Services for hundreds of InferenceServices do not fit the API server's default /24.
+  printf '  - key: service-cluster-ip-range\n    value: 10.96.0.0/16\n'
+fi)
 - name: kube-controller-manager
   extraArgs:
   # Tests watch the HorizontalPodAutoscaler act; the default 15 s period only makes them slower.
@@ -122,6 +140,7 @@ components:
   - --metricsAddr=0
   - --probeAddr=0
 EOF
+      if [[ $bench == true ]]; then printf '  - --qps=5000\n  - --burst=10000\n  - --workers=8\n'; fi
     fi
     # Stages in this file replace all of KWOK's defaults, node stages too, so include the module's node stages.
     for node_stages in "$kwok_src/kustomize/stage/node/fast/node-initialize.yaml" \
@@ -131,6 +150,15 @@ EOF
     printf -- '---\n'; cat "$here/sim/pod-stages.yaml"
   } > "$config"
   echo "$config"
+}
+
+# The gang profile's scheduler configuration; --bench lifts its client's QPS (a config file makes the scheduler
+# ignore kwokctl's --kube-api-qps flag).
+scheduler_config() {
+  if [[ $bench != true ]]; then echo "$here/sim/scheduler-config.yaml"; return; fi
+  local out="$state_dir/$name.scheduler-config.yaml"
+  { cat "$here/sim/scheduler-config.yaml"; printf 'clientConnection:\n  qps: 5000\n  burst: 10000\n'; } > "$out"
+  echo "$out"
 }
 
 install_podgroup_crds() {
@@ -166,7 +194,7 @@ up() {
     config=$(write_config)
     log "creating cluster $name (profile $profile) in $cluster_dir"
     local args=(create cluster --name "$name" --config "$config" --kubeconfig "" --wait 60s)
-    [[ $profile == gang ]] && args+=(--kube-scheduler-config "$here/sim/scheduler-config.yaml")
+    [[ $profile == gang ]] && args+=(--kube-scheduler-config "$(scheduler_config)")
     kwokctl "${args[@]}" >&2
   fi
   for _ in $(seq 1 60); do api_ready && break; sleep 0.5; done
@@ -184,7 +212,7 @@ down() {
   if [[ -d "$cluster_dir" ]]; then
     kwokctl delete cluster --name "$name" >&2 || true
   fi
-  rm -rf "$cluster_dir" "$state_dir/$name.kwokctl.yaml"
+  rm -rf "$cluster_dir" "$state_dir/$name.kwokctl.yaml" "$state_dir/$name.scheduler-config.yaml"
   # Nothing started for this cluster may outlive it: wait for what kwokctl stopped, then kill what is left.
   local left i
   for i in $(seq 1 50); do
@@ -203,5 +231,5 @@ case "$cmd" in
   down) down ;;
   env) [[ -f "$kubeconfig" ]] || die "cluster $name is not up (run hack/cluster.sh up)"; echo "export KUBECONFIG=$kubeconfig" ;;
   status) api_ready && components_alive ;;
-  *) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

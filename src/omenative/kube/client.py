@@ -20,10 +20,12 @@ import aiohttp
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 
+from omenative import __version__
 from omenative.kube import metrics
 from omenative.kube.resources import Resource
 
 Obj = dict[str, Any]
+USER_AGENT = f"omenative/{__version__}"
 
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
@@ -131,7 +133,10 @@ class KubeClient:
                 raise
             k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         rate_limit = RateLimit(qps, burst or max(1, int(qps * 2))) if qps and qps > 0 else None
-        return cls(k8s.ApiClient(configuration=configuration), timeout=timeout, rate_limit=rate_limit)
+        api_client = k8s.ApiClient(configuration=configuration)
+        # Named in the API server's audit log and metrics, as client-go names its programs.
+        api_client.user_agent = USER_AGENT
+        return cls(api_client, timeout=timeout, rate_limit=rate_limit)
 
     async def close(self) -> None:
         await self.api_client.close()
