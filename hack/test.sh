@@ -22,7 +22,7 @@ total=$SECONDS
 log "python environment (.venv)"
 # shellcheck source=lib/venv.sh
 source "$here/lib/venv.sh"
-ensure_venv "$repo" "test,lint" || exit 1
+ensure_venv "$repo" "test,lint,bench" || exit 1
 export PATH="$repo/.venv/bin:$PATH"
 
 log "control-plane binaries"
@@ -38,6 +38,11 @@ trap cleanup EXIT
 step "control plane up" "$here/cluster.sh" up --name "$OMENATIVE_CLUSTER"
 if [[ " ${failed[*]} " != *" control plane up "* ]]; then
   step "pytest (unit, integration, e2e)" pytest -p no:cacheprovider "$@"
+fi
+if [[ $# -eq 0 ]]; then
+  # The benchmark at a tiny N, on a control plane of its own: it must run; its figures are not judged here.
+  step "bench smoke (hack/bench.sh --services 5)" "$here/bench.sh" --services 5 --idle-seconds 10 --repairs 4 \
+    --output "$repo/.work/bench-smoke"
 fi
 
 if [[ ${#failed[@]} -gt 0 ]]; then

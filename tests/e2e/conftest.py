@@ -15,7 +15,7 @@ from tests.conftest import NodeFactory
 from tests.support.catalog import CATALOG
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
-from tests.support.model_agent import ModelAgent
+from tests.support.model_agent import QWEN3_LEARNED, ModelAgent
 from tests.support.omenative import install_crds, start_controller, stop_controller
 from tests.support.wait import wait_for
 
@@ -39,14 +39,6 @@ def write_yaml(folder: Path, name: str, obj: dict[str, Any]) -> str:
 async def model_agent(api: client.ApiClient) -> ModelAgent:
     return ModelAgent(api)
 
-
-# What the model agent reads from Qwen3-0.6B's config.json.
-QWEN3_LEARNED = {
-    "modelFormat": {"name": "safetensors", "version": "1.0.0"},
-    "modelFramework": {"name": "transformers", "version": "4.51.0"},
-    "modelArchitecture": "Qwen3ForCausalLM",
-    "modelParameterSize": "0.6B",
-}
 
 
 async def qwen3_ready(control_plane: ControlPlane, sim_nodes: NodeFactory, model_agent: ModelAgent) -> list[str]:

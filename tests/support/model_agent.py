@@ -9,6 +9,14 @@ from kubernetes_asyncio import client
 
 from tests.support.nodes import model_label
 
+# What the model agent reads from Qwen3-0.6B's config.json.
+QWEN3_LEARNED = {
+    "modelFormat": {"name": "safetensors", "version": "1.0.0"},
+    "modelFramework": {"name": "transformers", "version": "4.51.0"},
+    "modelArchitecture": "Qwen3ForCausalLM",
+    "modelParameterSize": "0.6B",
+}
+
 
 class ModelAgent:
     """Plays OME's model agent: after a 'download', it fills in what it read from the model's config.json, labels

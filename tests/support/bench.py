@@ -1,0 +1,588 @@
+"""hack/bench.sh: omenative beside the raw-write floor, each phase on a fresh local control plane tuned for load
+(`hack/cluster.sh up --bench`: QPS limits off, an audit log of writes). Figures count only side by side in one run,
+as ratios to the floor; nothing here asserts a time.
+
+Phases (N copies of the multi-node guide's two-Instance InferenceService, four pods each):
+- floor:    a bare client writes what omenative writes for N services (3 Services, a PodGroup per Instance, the
+            pods; the `ome.io/serving` condition as each pod runs), 64 writes at a time: time to all pods Ready.
+- converge: omenative runs; N InferenceServices are created at once: time to all pods Ready and to every
+            InferenceService Ready, omenative's writes by verb and resource (audit log), peak RSS, CPU seconds of
+            omenative and of every control-plane component.
+- idle:     after converge, omenative's writes and CPU over `--idle-seconds`.
+- repair:   after idle, a worker of 20 random Instances is OOM-killed: time to `RestartTriggered` and to
+            `RestartCompleted` (p50/p99), measured from the kill to the event's arrival on a watch.
+
+    python -m tests.support.bench [--services 500] [--phases floor,converge,idle,repair] [--output DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from omenative.api.config import ControllerConfig
+from omenative.api.types import BaseModelSpec
+from omenative.controllers.inferenceservice import desired
+from omenative.kube.cache import Store
+from omenative.kube.client import ApiError, KubeClient
+from omenative.kube.reflector import Informer
+from omenative.kube.resources import EVENTS, INFERENCE_SERVICES, PODGROUPS, PODS, SERVICES, Resource
+from omenative.render import objects
+from omenative.render.pods import InstanceRef, render_instance
+from omenative.render.templates import ModelInfo
+from tests.support import faults
+from tests.support.catalog import CATALOG, MULTI_NODE_SEED, seed_yaml_blocks
+from tests.support.cluster import REPO, ControlPlane
+from tests.support.controller import ControllerProcess
+from tests.support.model_agent import QWEN3_LEARNED
+from tests.support.omenative import install_crds
+
+Obj = dict[str, Any]
+PHASES = ("floor", "converge", "idle", "repair")
+NAMESPACE = "bench"
+MODEL = "qwen3-0-6b"
+CONCURRENCY = 64
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+FLOOR_AGENT = "omenative-bench-floor"
+CLIENT_AGENT = "omenative-bench-client"
+SERVING = "ome.io/serving"
+PODS_PER_SERVICE = 4  # two Instances of a leader and a worker
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+# -- the workload -------------------------------------------------------------------------------------------------
+def guide_objects() -> tuple[Obj, Obj]:
+    """The multi-node guide's runtime and its two-Instance InferenceService (the lifecycle example)."""
+    runtime, _, isvc = seed_yaml_blocks(MULTI_NODE_SEED)
+    return runtime, isvc
+
+
+def service_name(i: int) -> str:
+    return f"svc-{i:04d}"
+
+
+def inference_service(template: Obj, i: int) -> Obj:
+    isvc = copy.deepcopy(template)
+    isvc["metadata"] = {"name": service_name(i), "namespace": NAMESPACE}
+    return isvc
+
+
+def floor_objects(runtime: Obj, isvc: Obj, model: Obj) -> tuple[list[Obj], list[Obj], list[Obj]]:
+    """What omenative writes for one InferenceService, from its own pure renderers: Services, PodGroups, pods."""
+    isvc = copy.deepcopy(isvc)
+    isvc["metadata"] |= {"uid": "floor", "generation": 1}  # owner references are dropped below
+    inputs = desired.Inputs(
+        isvc=isvc, runtime=desired.RuntimeInfo(name=runtime["metadata"]["name"], namespaced=False,
+                                               spec=runtime["spec"]),
+        model=ModelInfo(name=MODEL, namespaced=False, namespace=NAMESPACE,
+                        spec=BaseModelSpec.from_dict(model.get("spec") or {})),
+        config=ControllerConfig())
+    plan = desired.build(inputs)
+    services: list[Obj] = [s for c in plan.components for s in c.services] + ([plan.entry] if plan.entry else [])
+    podgroups: list[Obj] = []
+    pods: list[Obj] = []
+    name = isvc["metadata"]["name"]
+    for component in plan.components:
+        revision = objects.revision_hash(component.runners)
+        for index in range(component.min_replicas):
+            podgroup = objects.pod_group(isvc=name, namespace=NAMESPACE, component=component.name, index=index,
+                                         owner={}, min_member=len(render_instance(_ref(name, component, index,
+                                                                                        revision, None),
+                                                                                   component.runners)),
+                                         schedule_timeout=None, topology_key=None)
+            podgroups.append(podgroup)
+            pods += render_instance(_ref(name, component, index, revision, podgroup["metadata"]["name"]),
+                                    component.runners)
+    for obj in (*services, *podgroups, *pods):
+        obj["metadata"].pop("ownerReferences", None)  # nothing owns the floor's objects
+    return services, podgroups, pods
+
+
+def _ref(name: str, component: desired.ComponentPlan, index: int, revision: str, podgroup: str | None) -> InstanceRef:
+    return InstanceRef(isvc=name, namespace=NAMESPACE, component=component.name, index=index, incarnation=1,
+                       revision=revision, replicas=component.min_replicas, podgroup=podgroup, owner=None)
+
+
+# -- what the bench watches ---------------------------------------------------------------------------------------
+def condition(obj: Obj, kind: str) -> str | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return str(cond.get("status"))
+    return None
+
+
+class Tracker:
+    """Counts Ready pods and Ready InferenceServices over time from informers (the bench's own watches)."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self.kube = kube
+        self.started = time.monotonic()
+        self.pods = Store(PODS)
+        self.isvcs = Store(INFERENCE_SERVICES)
+        self.ready_pods: set[str] = set()
+        self.ready_isvcs: set[str] = set()
+        self.pod_timeline: list[tuple[float, int]] = [(0.0, 0)]
+        self.on_pod: Callable[[Obj], None] | None = None
+        self.informers = [Informer(kube, self.pods, namespaces=[NAMESPACE]),
+                          Informer(kube, self.isvcs, namespaces=[NAMESPACE])]
+        self.pods.add_handler(_Handler(self._pod))
+        self.isvcs.add_handler(_Handler(self._isvc))
+
+    def _pod(self, pod: Obj, gone: bool) -> None:
+        name = pod["metadata"]["name"]
+        ready = not gone and condition(pod, "Ready") == "True"
+        before = len(self.ready_pods)
+        (self.ready_pods.add if ready else self.ready_pods.discard)(name)
+        if len(self.ready_pods) != before:
+            self.pod_timeline.append((round(time.monotonic() - self.started, 2), len(self.ready_pods)))
+        if self.on_pod is not None and not gone:
+            self.on_pod(pod)
+
+    def _isvc(self, isvc: Obj, gone: bool) -> None:
+        name = isvc["metadata"]["name"]
+        (self.ready_isvcs.add if not gone and condition(isvc, "Ready") == "True" else self.ready_isvcs.discard)(name)
+
+    async def start(self) -> None:
+        for informer in self.informers:
+            informer.start()
+        for informer in self.informers:
+            await informer.wait_synced(timeout=120)
+
+    async def stop(self) -> None:
+        for informer in self.informers:
+            await informer.stop()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
+@attrs.define
+class _Handler:
+    """A cache handler that hands each object to one function (deleted: True on delete)."""
+
+    fn: Callable[[Obj, bool], None]
+
+    def on_add(self, obj: Obj, initial: bool) -> None:
+        self.fn(obj, False)
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        self.fn(new, False)
+
+    def on_delete(self, obj: Obj) -> None:
+        self.fn(obj, True)
+
+
+async def until(probe: Callable[[], bool], timeout: float, what: str, interval: float = 0.25) -> float:
+    started = time.monotonic()
+    while not probe():
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"{what} did not happen within {timeout:.0f}s")
+        await asyncio.sleep(interval)
+    return time.monotonic() - started
+
+
+async def limited(coros: Iterable[Awaitable[Any]], limit: int = CONCURRENCY) -> list[Any]:
+    sem = asyncio.Semaphore(limit)
+
+    async def run(coro: Awaitable[Any]) -> Any:
+        async with sem:
+            return await coro
+
+    return await asyncio.gather(*(run(c) for c in coros))
+
+
+# -- process and audit figures ------------------------------------------------------------------------------------
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+
+
+def memory_kib(pid: int, field: str) -> int:
+    """VmRSS (now) or VmHWM (peak) of a process, in KiB."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def component_pids(control_plane: ControlPlane) -> dict[str, int]:
+    return {p.stem: int(p.read_text().strip()) for p in (control_plane.workdir / "pids").glob("*.pid")}
+
+
+class Audit:
+    """The control plane's audit log of writes (one Metadata line per request), read from an offset on."""
+
+    def __init__(self, control_plane: ControlPlane) -> None:
+        self.path = control_plane.log_dir / "audit.log"
+
+    def offset(self) -> int:
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def writes(self, agent: str, since: int = 0) -> dict[str, int]:
+        """Writes by a client (user-agent prefix), keyed `verb resource[/subresource]`, with the response code when
+        the API server refused the write (a refused write costs it too)."""
+        counts: dict[str, int] = {}
+        with self.path.open() as f:
+            f.seek(since)
+            for line in f:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue  # a line still being written
+                if event.get("stage") != "ResponseComplete" or event.get("verb") not in WRITE_VERBS:
+                    continue
+                if not str(event.get("userAgent", "")).startswith(agent):
+                    continue
+                ref = event.get("objectRef") or {}
+                resource = ref.get("resource", "?") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+                code = int((event.get("responseStatus") or {}).get("code") or 0)
+                key = f"{event['verb']} {resource}" + ("" if 200 <= code < 300 else f" ({code})")
+                counts[key] = counts.get(key, 0) + 1
+        return dict(sorted(counts.items()))
+
+
+# -- the bench ----------------------------------------------------------------------------------------------------
+@attrs.define
+class Bench:
+    services: int
+    cluster: str
+    nodes: int
+    idle_seconds: float
+    repairs: int
+    timeout: float
+    workers: int | None
+    figures: Obj = attrs.field(factory=dict)
+    runtime: Obj = attrs.field(factory=dict)
+    isvc: Obj = attrs.field(factory=dict)
+    model: Obj = attrs.field(factory=dict)
+
+    @property
+    def pods(self) -> int:
+        return self.services * PODS_PER_SERVICE
+
+    async def fresh_cluster(self) -> tuple[ControlPlane, KubeClient]:
+        ControlPlane.discard(self.cluster)
+        control_plane = ControlPlane.up(self.cluster, "--bench", "--gpu-nodes", str(self.nodes), "--cpu-nodes", "0",
+                                        "--model", MODEL)
+        kube = await KubeClient.connect(str(control_plane.kubeconfig))
+        kube.api_client.user_agent = CLIENT_AGENT
+        await install_crds(control_plane)
+        await control_plane.kubectl("create", "namespace", NAMESPACE)
+        await control_plane.kubectl("apply", "--server-side", "-f", "-", stdin=json.dumps(self.runtime))
+        await control_plane.kubectl("apply", "--server-side", "-f",
+                                    str(CATALOG / "models" / "Qwen" / "Qwen3-0.6B.yaml"))
+        await control_plane.kubectl("patch", "clusterbasemodel", MODEL, "--type", "merge",
+                                    "-p", json.dumps({"spec": QWEN3_LEARNED}))
+        await control_plane.kubectl("patch", "clusterbasemodel", MODEL, "--subresource", "status", "--type", "merge",
+                                    "-p", json.dumps({"status": {"state": "Ready", "lifecycle": "Ready"}}))
+        got = await control_plane.kubectl("get", "clusterbasemodel", MODEL, "-o", "json")
+        self.model = json.loads(got.stdout)
+        return control_plane, kube
+
+    async def floor(self) -> None:
+        control_plane, kube = await self.fresh_cluster()
+        floor_kube = await KubeClient.connect(str(control_plane.kubeconfig))
+        floor_kube.api_client.user_agent = FLOOR_AGENT
+        tracker = Tracker(kube)
+        served: set[str] = set()
+        pending: set[asyncio.Task[None]] = set()
+        sem = asyncio.Semaphore(CONCURRENCY)
+
+        async def serve(pod: Obj) -> None:
+            meta = pod["metadata"]
+            body = {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": meta["name"], "namespace": NAMESPACE, "uid": meta["uid"]},
+                    "status": {"conditions": [{"type": SERVING, "status": "True", "reason": "InstanceReady"}]}}
+            async with sem:
+                await floor_kube.apply(PODS, body, field_manager="bench-floor", subresource="status", force=True)
+
+        def on_pod(pod: Obj) -> None:  # the serving condition as each pod runs
+            name = pod["metadata"]["name"]
+            if name not in served and condition(pod, "ContainersReady") == "True":
+                served.add(name)
+                task = asyncio.get_running_loop().create_task(serve(pod))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+
+        tracker.on_pod = on_pod
+        await tracker.start()
+        audit = Audit(control_plane)
+        per_service = [floor_objects(self.runtime, inference_service(self.isvc, i), self.model)
+                       for i in range(self.services)]
+        started = time.monotonic()
+        tracker.started = started
+
+        async def write(resource: Resource, obj: Obj) -> None:
+            async with sem:
+                await floor_kube.create(resource, obj, NAMESPACE)
+
+        async def one(services: list[Obj], podgroups: list[Obj], pods: list[Obj]) -> None:
+            await asyncio.gather(*(write(SERVICES, s) for s in services), *(write(PODGROUPS, g) for g in podgroups))
+            await asyncio.gather(*(write(PODS, p) for p in pods))
+
+        log(f"floor: writing {self.services} services' objects, {CONCURRENCY} at a time")
+        await asyncio.gather(*(one(*objs) for objs in per_service))
+        written = time.monotonic() - started
+        ready = written + await until(lambda: len(tracker.ready_pods) >= self.pods, self.timeout, "all pods Ready")
+        await asyncio.gather(*pending)
+        writes = audit.writes(FLOOR_AGENT)
+        log(f"floor: all {self.pods} pods Ready in {ready:.1f}s ({sum(writes.values())} writes)")
+        self.figures["floor"] = {"pods_ready_s": round(ready, 2), "objects_written_s": round(written, 2),
+                                 "writes": sum(writes.values()), "writes_per_pod": round(sum(writes.values())
+                                                                                         / self.pods, 2),
+                                 "writes_by_verb_resource": writes, "ready_pods_over_time": tracker.pod_timeline}
+        await tracker.stop()
+        await floor_kube.close()
+        await kube.close()
+        control_plane.down()
+
+    async def converge(self, phases: list[str]) -> None:
+        control_plane, kube = await self.fresh_cluster()
+        tracker = Tracker(kube)
+        await tracker.start()
+        audit = Audit(control_plane)
+        components = component_pids(control_plane)
+        args = ["--metrics-bind-address", "0", "--log-level", "warning"]
+        if self.workers is not None:
+            args += ["--workers", str(self.workers)]
+        process = await ControllerProcess(control_plane, *args, name="bench").start()
+        assert process.process is not None
+        pid = process.process.pid
+        rss: list[tuple[float, float]] = []
+        sampling = True
+
+        async def sample() -> None:
+            while sampling:
+                rss.append((round(tracker.elapsed(), 2), memory_kib(pid, "VmRSS") / 1024))
+                await asyncio.sleep(1.0)
+
+        sampler = asyncio.create_task(sample())
+        cpu_before = {name: cpu_seconds(p) for name, p in components.items()} | {"omenative": cpu_seconds(pid)}
+        offset = audit.offset()
+        started = time.monotonic()
+        tracker.started = started
+        log(f"converge: creating {self.services} InferenceServices, {CONCURRENCY} at a time")
+        await limited(kube.create(INFERENCE_SERVICES, inference_service(self.isvc, i), NAMESPACE)
+                      for i in range(self.services))
+        pods_ready = await until(lambda: len(tracker.ready_pods) >= self.pods, self.timeout, "all pods Ready")
+        isvcs_ready = pods_ready + await until(lambda: len(tracker.ready_isvcs) >= self.services, self.timeout,
+                                               "every InferenceService Ready")
+        await asyncio.sleep(2)  # let the last status writes land in the audit log
+        cpu_after = {name: cpu_seconds(p) for name, p in components.items()} | {"omenative": cpu_seconds(pid)}
+        writes = audit.writes("omenative/", offset)
+        total = sum(writes.values())
+        log(f"converge: all pods Ready in {pods_ready:.1f}s, every InferenceService Ready in {isvcs_ready:.1f}s, "
+            f"{total} writes, peak RSS {memory_kib(pid, 'VmHWM') / 1024:.0f} MiB")
+        self.figures["converge"] = {
+            "pods_ready_s": round(pods_ready, 2), "isvcs_ready_s": round(isvcs_ready, 2),
+            "writes": total, "writes_per_pod": round(total / self.pods, 2),
+            "writes_by_verb_resource": writes,
+            "status_patches_per_replica": round(sum(v for k, v in writes.items() if k.endswith(
+                "inferencereplicas/status")) / self.services, 2),
+            "serving_patches": writes.get("patch pods/status", 0),
+            "controller_peak_rss_mib": round(memory_kib(pid, "VmHWM") / 1024, 1),
+            "cpu_seconds": {k: round(cpu_after[k] - cpu_before[k], 1) for k in cpu_after},
+            "ready_pods_over_time": list(tracker.pod_timeline), "rss_mib_over_time": rss,
+        }
+        try:
+            if "idle" in phases:
+                await self.idle(audit, pid)
+            if "repair" in phases:
+                await self.repair(kube)
+        finally:
+            sampling = False
+            await sampler
+            self.figures["converge"]["rss_mib_over_time"] = rss
+            self.figures["converge"]["controller_peak_rss_mib_all_phases"] = round(
+                memory_kib(pid, "VmHWM") / 1024, 1)
+            await process.stop()
+            await tracker.stop()
+            await kube.close()
+            control_plane.down()
+
+    async def idle(self, audit: Audit, pid: int) -> None:
+        log(f"idle: watching omenative's writes for {self.idle_seconds:.0f}s")
+        offset, cpu = audit.offset(), cpu_seconds(pid)
+        await asyncio.sleep(self.idle_seconds)
+        writes = audit.writes("omenative/", offset)
+        self.figures["idle"] = {"seconds": self.idle_seconds, "writes": sum(writes.values()),
+                                "writes_by_verb_resource": writes, "cpu_seconds": round(cpu_seconds(pid) - cpu, 2)}
+        log(f"idle: {sum(writes.values())} writes in {self.idle_seconds:.0f}s")
+
+    async def repair(self, kube: KubeClient) -> None:
+        count = min(self.repairs, self.services * 2)
+        chosen = random.Random(1).sample([(i, index) for i in range(self.services) for index in range(2)], count)
+        events = Store(EVENTS)
+        arrived: dict[tuple[str, str], float] = {}
+
+        def on_event(event: Obj, gone: bool) -> None:
+            reason = event.get("reason")
+            if gone or reason not in ("RestartTriggered", "RestartCompleted"):
+                return
+            name = (event.get("involvedObject") or {}).get("name", "")
+            message = str(event.get("message", ""))
+            for i, index in chosen:
+                if name == service_name(i) and f"instance={index} " in message:
+                    arrived.setdefault((f"{name}/{index}", str(reason)), time.monotonic())
+
+        events.add_handler(_Handler(on_event))
+        informer = Informer(kube, events, namespaces=[NAMESPACE])
+        informer.start()
+        await informer.wait_synced(timeout=60)
+        killed: dict[str, float] = {}
+        log(f"repair: OOM-killing a worker of {count} Instances")
+        for i, index in chosen:
+            pod = f"{service_name(i)}-engine-{index}-worker-0"
+            statuses = ((await kube.get(PODS, pod, NAMESPACE)).get("status") or {}).get("containerStatuses") or [{}]
+            killed[f"{service_name(i)}/{index}"] = time.monotonic()
+            await kube.patch(PODS, pod, {"metadata": {"annotations": {
+                faults.OOM_KILLS: str(int(statuses[0].get("restartCount") or 0) + 1)}}}, NAMESPACE)
+        try:
+            await until(lambda: sum(1 for k in arrived if k[1] == "RestartCompleted") >= count, self.timeout,
+                        "every restart completed")
+        finally:
+            await informer.stop()
+        triggered = [arrived[(k, "RestartTriggered")] - t for k, t in killed.items()
+                     if (k, "RestartTriggered") in arrived]
+        completed = [arrived[(k, "RestartCompleted")] - t for k, t in killed.items()
+                     if (k, "RestartCompleted") in arrived]
+        self.figures["repair"] = {"instances": count, "to_restart_triggered_s": _spread(triggered),
+                                  "to_ready_s": _spread(completed)}
+        log(f"repair: RestartTriggered p50 {_spread(triggered)['p50']}s p99 {_spread(triggered)['p99']}s; "
+            f"RestartCompleted p50 {_spread(completed)['p50']}s p99 {_spread(completed)['p99']}s")
+
+
+def _spread(values: list[float]) -> Obj:
+    if not values:
+        return {"n": 0, "p50": None, "p99": None}
+    ordered = sorted(values)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return {"n": len(values), "p50": round(statistics.median(ordered), 3), "p99": round(p99, 3),
+            "max": round(ordered[-1], 3)}
+
+
+def ratios(figures: Obj) -> Obj:
+    floor, converge = figures.get("floor"), figures.get("converge")
+    if not floor or not converge:
+        return {}
+    return {"pods_ready": round(converge["pods_ready_s"] / floor["pods_ready_s"], 2),
+            "isvcs_ready": round(converge["isvcs_ready_s"] / floor["pods_ready_s"], 2),
+            "writes": round(converge["writes"] / floor["writes"], 2)}
+
+
+def plot(figures: Obj, out: Path) -> list[str]:
+    """PNG plots: Ready pods over time (floor and omenative on the same axes) and omenative's RSS over time."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("matplotlib is not installed (pip install -e .[bench]): no plots")
+        return []
+    written = []
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for phase, label in (("floor", "raw-write floor"), ("converge", "omenative")):
+        if phase in figures:
+            t, n = zip(*figures[phase]["ready_pods_over_time"], strict=True)
+            ax.step(t, n, where="post", label=label)
+    ax.set_xlabel("seconds since the first write")
+    ax.set_ylabel("Ready pods")
+    ax.set_title(f"{figures['services']} InferenceServices, {figures['pods']} pods")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "ready-pods.png", dpi=100)
+    written.append(str(out / "ready-pods.png"))
+    plt.close(fig)
+    if "converge" in figures and figures["converge"].get("rss_mib_over_time"):
+        fig, ax = plt.subplots(figsize=(8, 3.5))
+        t, m = zip(*figures["converge"]["rss_mib_over_time"], strict=True)
+        ax.plot(t, m)
+        ax.set_xlabel("seconds since the first InferenceService was created")
+        ax.set_ylabel("omenative RSS (MiB)")
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(out / "rss.png", dpi=100)
+        written.append(str(out / "rss.png"))
+        plt.close(fig)
+    return written
+
+
+async def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--services", type=int, default=500)
+    parser.add_argument("--phases", default=",".join(PHASES))
+    parser.add_argument("--cluster", default="omenative-bench")
+    parser.add_argument("--nodes", type=int, default=None,
+                        help="simulated 8-GPU nodes (default: enough for every pod plus 10%%)")
+    parser.add_argument("--idle-seconds", type=float, default=300)
+    parser.add_argument("--repairs", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=None, help="omenative's --workers (default: its own)")
+    parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--output", default=str(REPO / ".work" / "bench"))
+    args = parser.parse_args(argv)
+    phases = [p for p in args.phases.split(",") if p]
+    unknown = set(phases) - set(PHASES)
+    if unknown:
+        parser.error(f"unknown phases: {', '.join(sorted(unknown))}")
+    nodes = args.nodes or max(2, -(-args.services * PODS_PER_SERVICE * 11 // 80))
+    bench = Bench(services=args.services, cluster=args.cluster, nodes=nodes, idle_seconds=args.idle_seconds,
+                  repairs=args.repairs, timeout=args.timeout, workers=args.workers)
+    bench.runtime, bench.isvc = guide_objects()
+    figures: Obj = {"services": args.services, "pods": bench.pods, "nodes": nodes, "cpus": os.cpu_count(),
+                    "python": platform.python_version(),
+                    "command": " ".join(["hack/bench.sh", *(argv if argv is not None else sys.argv[1:])]),
+                    "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    bench.figures = figures
+    try:
+        if "floor" in phases:
+            await bench.floor()
+        if any(p in phases for p in ("converge", "idle", "repair")):
+            await bench.converge(phases)
+    except (TimeoutError, ApiError) as exc:
+        log(f"failed: {exc}")
+        figures["error"] = str(exc)
+        return_code = 1
+    else:
+        return_code = 0
+    finally:
+        ControlPlane.discard(args.cluster)
+    figures["ratios_to_floor"] = ratios(figures)
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(figures, indent=2) + "\n")
+    plots = plot(figures, out)
+    log(f"figures: {out / 'bench.json'}" + (f"; plots: {', '.join(plots)}" if plots else ""))
+    if figures["ratios_to_floor"]:
+        log(f"ratios to the floor: {figures['ratios_to_floor']}")
+    return return_code
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
