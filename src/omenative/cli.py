@@ -31,6 +31,8 @@ CONFIG_FLAGS = (
      "force-delete escalation: how far past its deletion deadline a stuck pod must be (off unless both are set)"),
     ("--force-delete-node-unreachable-threshold", "force_delete_node_unreachable_threshold",
      "force-delete escalation: how long the pod's node must have looked dead"),
+    ("--status-batch-period", "status_batch_period",
+     "routine pod progress reaches an InferenceReplica's status in batches this long (failures at once; 0: off)"),
     ("--gang-schedule-timeout-min", "gang_schedule_timeout_min", "lower clamp of PodGroup scheduleTimeoutSeconds"),
     ("--gang-schedule-timeout-max", "gang_schedule_timeout_max", "upper clamp of PodGroup scheduleTimeoutSeconds"),
 )

@@ -21,6 +21,7 @@ import structlog
 
 from omenative.api import constants as c
 from omenative.api.config import ControllerConfig
+from omenative.api.units import parse_duration
 from omenative.controllers.context import (
     BY_INSTANCE,
     BY_ISVC,
@@ -34,7 +35,7 @@ from omenative.controllers.context import (
     replica_key_of,
 )
 from omenative.controllers.inferencereplica.controller import InferenceReplicaController
-from omenative.controllers.inferenceservice.controller import InferenceServiceController
+from omenative.controllers.inferenceservice.controller import InferenceServiceController, creations_key
 from omenative.controllers.instance.controller import InstanceController
 from omenative.kube import resources as r
 from omenative.kube.apply import Applier
@@ -47,6 +48,7 @@ from omenative.kube.informers import Caches
 from omenative.kube.lease import LeaderElector
 from omenative.kube.queue import WorkQueue
 from omenative.kube.serve import Endpoints
+from omenative.observe.pods import pod_got_worse
 
 log = structlog.get_logger(__name__)
 Obj = dict[str, Any]
@@ -118,6 +120,10 @@ class _ReplicaEvents:
             self.m.q_instance.add(f"{key}/{index}")
 
     def on_add(self, obj: Obj, initial: bool) -> None:
+        parent = ((obj.get("spec") or {}).get("parentRef") or {}).get("name")
+        if parent:
+            self.m.expectations.creation_observed(creations_key(obj["metadata"]["namespace"], parent),
+                                                  obj["metadata"]["name"])
         self._common(obj)
         self._instances(obj, set(self.m.rows.of(obj)))
 
@@ -136,18 +142,27 @@ class _ReplicaEvents:
 
 
 class _PodEvents:
-    def __init__(self, manager: Manager) -> None:
-        self.m = manager
+    """Pod events wake their Instance at once (it holds the serving gate) and their InferenceReplica: at once for a
+    failure, batched for routine progress (one status write per burst)."""
 
-    def _enqueue(self, pod: Obj) -> None:
-        _add(self.m.q_ir, replica_key_of(pod))
+    def __init__(self, manager: Manager, batch_period: float) -> None:
+        self.m = manager
+        self.batch_period = batch_period
+
+    def _enqueue(self, pod: Obj, urgent: bool) -> None:
+        replica = replica_key_of(pod)
+        if replica:
+            if urgent or self.batch_period <= 0:
+                self.m.q_ir.add(replica)
+            else:
+                self.m.q_ir.add_after(replica, self.batch_period)
         _add(self.m.q_instance, instance_key_of(pod))
 
     def on_add(self, obj: Obj, initial: bool) -> None:
         instance = instance_key_of(obj)
         if instance:
             self.m.expectations.creation_observed(instance, obj["metadata"]["name"])
-        self._enqueue(obj)
+        self._enqueue(obj, urgent=False)
 
     def on_update(self, old: Obj, new: Obj) -> None:
         instance = instance_key_of(new)
@@ -156,13 +171,13 @@ class _PodEvents:
         if old["metadata"].get("uid") != new["metadata"].get("uid") and instance:
             self.m.expectations.deletion_observed(instance, old["metadata"].get("uid", ""))
             self.m.expectations.creation_observed(instance, new["metadata"]["name"])
-        self._enqueue(new)
+        self._enqueue(new, urgent=pod_got_worse(old, new))
 
     def on_delete(self, obj: Obj) -> None:
         instance = instance_key_of(obj)
         if instance:
             self.m.expectations.deletion_observed(instance, obj["metadata"].get("uid", ""))
-        self._enqueue(obj)
+        self._enqueue(obj, urgent=True)
 
 
 class _SliceEvents:
@@ -232,7 +247,7 @@ class Manager:
     def _register_handlers(self, caches: Caches) -> None:
         caches.add_handler(r.INFERENCE_SERVICES, FuncHandler(lambda o: self.q_isvc.add(object_key(o))))
         caches.add_handler(r.INFERENCE_REPLICAS, _ReplicaEvents(self))
-        caches.add_handler(r.PODS, _PodEvents(self))
+        caches.add_handler(r.PODS, _PodEvents(self, parse_duration(self.options.config.status_batch_period or "0")))
         caches.add_handler(r.ENDPOINT_SLICES, _SliceEvents(self, caches))
         if caches.has(r.NODES):
             def node_changed(obj: Obj) -> None:

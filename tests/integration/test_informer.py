@@ -273,12 +273,12 @@ async def test_a_status_write_for_a_pod_that_was_replaced_leaves_its_successor_a
                                                                 "uid": uid},
                 "status": {"conditions": [{"type": "ome.io/serving", "status": "False", "reason": "Draining"}]}}
 
-    await applier.apply_partial_status(PODS, gate(old["metadata"]["uid"]))
+    await applier.apply_partial_status(PODS, gate(old["metadata"]["uid"]), "old")
     new = await kube.get(PODS, "same-name", namespace)
     assert new["metadata"]["uid"] != old["metadata"]["uid"]
     assert "ome.io/serving" not in {c["type"] for c in (new.get("status") or {}).get("conditions") or []}
 
-    await applier.apply_partial_status(PODS, gate(new["metadata"]["uid"]))
+    await applier.apply_partial_status(PODS, gate(new["metadata"]["uid"]), "new")
     new = await kube.get(PODS, "same-name", namespace)
     assert {c["type"]: c["status"] for c in new["status"]["conditions"]}["ome.io/serving"] == "False"
 

@@ -35,6 +35,10 @@ class ControllerConfig:
     force_delete_node_unreachable_threshold: str | None = None
     # How long a deleted InferenceReplica waits for its Instances to drain before it lets go of its pods anyway.
     teardown_deadline: str | None = "30m"
+    # Routine pod progress (created, scheduled, ready) reaches an InferenceReplica's status in batches this long, so
+    # a burst of pod changes costs one status write, not one each; a failure (a restart, a Failed or deleted pod, a
+    # pod that stops being ready) is acted on at once. 0: every change at once.
+    status_batch_period: str | None = "500ms"
     # PodDisruptionBudget when the component sets neither minAvailable nor maxUnavailable.
     pdb_max_unavailable: int | str = 1
     # Also run components that declare no deployment mode at all (they would be RawDeployment).

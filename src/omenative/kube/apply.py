@@ -87,19 +87,25 @@ class Applier:
         self.lookup = lookup
         self.field_manager = field_manager
         self.writes = 0  # requests that changed or could have changed something
-        self._applied: dict[str, tuple[str, str]] = {}  # object -> (intent hash, resourceVersion it produced)
+        # object -> (intent hash, the resourceVersions it was applied over and produced)
+        self._applied: dict[str, tuple[str, frozenset[str]]] = {}
 
     def _memo_key(self, resource: Resource, namespace: str | None, name: str, part: str = "") -> str:
         return f"{resource}/{resource.key(namespace, name)}{part}"
 
     def _unchanged_since_last_apply(self, memo_key: str, digest: str, current: Obj | None) -> bool:
+        """The same intent was applied over this very version, or produced it: the cache either has not caught up
+        with our write yet or shows its result. Either way writing it again changes nothing; a change by anyone
+        else gives the object another version, and the intent is compared again."""
         if current is None:
             self._applied.pop(memo_key, None)
             return False
-        return self._applied.get(memo_key) == (digest, str(current["metadata"].get("resourceVersion", "")))
+        memo = self._applied.get(memo_key)
+        return memo is not None and memo[0] == digest and _version(current) in memo[1]
 
-    def _remember(self, memo_key: str, digest: str, result: Obj) -> None:
-        self._applied[memo_key] = (digest, str(result.get("metadata", {}).get("resourceVersion", "")))
+    def _remember(self, memo_key: str, digest: str, current: Obj | None, result: Obj) -> None:
+        versions = {_version(result)} | ({_version(current)} if current is not None else set())
+        self._applied[memo_key] = (digest, frozenset(versions))
 
     async def apply(self, resource: Resource, desired: Obj, *, force: bool = True) -> Obj:
         """Applies the intent unless the cached object already matches it; returns the (possibly cached) object."""
@@ -118,7 +124,7 @@ class Applier:
         log.debug("apply", kind=resource.kind, namespace=meta.get("namespace"), name=meta["name"],
                   create=current is None)
         result = await self.client.apply(resource, body, field_manager=self.field_manager, force=force)
-        self._remember(memo_key, digest, result)
+        self._remember(memo_key, digest, current, result)
         return result
 
     async def apply_status(self, resource: Resource, name: str, namespace: str | None, status: Obj) -> Obj | None:
@@ -143,7 +149,7 @@ class Applier:
             if exc.not_found:
                 return None
             raise
-        self._remember(memo_key, digest, result)
+        self._remember(memo_key, digest, current, result)
         return result
 
     async def create(self, resource: Resource, obj: Obj, *, field_manager: str | None = None) -> bool:
@@ -161,16 +167,26 @@ class Applier:
             raise
         return True
 
-    async def apply_partial_status(self, resource: Resource, body: Obj) -> None:
+    async def apply_partial_status(self, resource: Resource, body: Obj, intent: str) -> None:
         """Applies part of a status others write too (a pod condition): server-side apply merges it by key, so no
-        whole-status comparison. An object already gone, or replaced by one of the same name when the body names
-        its UID, is left alone: the write was meant for the one that is gone."""
+        whole-status comparison. `intent` names what the body sets (without timestamps): the same intent is not
+        written again over the version it was written over or produced, while the cache catches up. An object
+        already gone, or replaced by one of the same name when the body names its UID, is left alone: the write
+        was meant for the one that is gone."""
+        meta = body["metadata"]
+        memo_key = self._memo_key(resource, meta.get("namespace"), meta["name"], "/partial-status")
+        current = self.lookup(resource, meta.get("namespace"), meta["name"])
+        if self._unchanged_since_last_apply(memo_key, intent, current):
+            metrics.apply_skipped_total.labels(kind=f"{resource.kind}/status").inc()
+            return
         self.writes += 1
         try:
-            await self.client.apply(resource, body, field_manager=self.field_manager, subresource="status")
+            result = await self.client.apply(resource, body, field_manager=self.field_manager, subresource="status")
         except ApiError as exc:
             if not (exc.not_found or exc.replaced):
                 raise
+            return
+        self._remember(memo_key, intent, current, result)
 
     async def delete(self, resource: Resource, obj: Obj, *, propagation_policy: str | None = None,
                      grace_period_seconds: int | None = None) -> bool:
@@ -191,6 +207,10 @@ class Applier:
                 return False
             raise
         return result is not None
+
+
+def _version(obj: Obj) -> str:
+    return str(obj.get("metadata", {}).get("resourceVersion", ""))
 
 
 def _normalized(value: Any) -> Any:

@@ -155,3 +155,23 @@ def pod_facts(pod: Obj) -> PodFacts:
         message=status.get("message") or "",
         finalizers=tuple(meta.get("finalizers") or ()),
     )
+
+
+def _restarts(pod: Obj) -> dict[str, int]:
+    status = pod.get("status") or {}
+    return {s.get("name", ""): int(s.get("restartCount") or 0)
+            for s in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or [])}
+
+
+def pod_got_worse(old: Obj, new: Obj) -> bool:
+    """Whether a pod change is a failure its controller should act on at once rather than in the next batch: the pod
+    is being deleted, ended or lost its node, restarted a container, or stopped being ready."""
+    if new["metadata"].get("deletionTimestamp") and not old["metadata"].get("deletionTimestamp"):
+        return True
+    phase = (new.get("status") or {}).get("phase")
+    if phase != (old.get("status") or {}).get("phase") and phase in ("Failed", "Succeeded", "Unknown"):
+        return True
+    before = _restarts(old)
+    if any(count > before.get(name, 0) for name, count in _restarts(new).items()):
+        return True
+    return is_true(old, "Ready") and not is_true(new, "Ready")

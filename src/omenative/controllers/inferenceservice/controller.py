@@ -20,6 +20,7 @@ from omenative.controllers.inferenceservice.status import build_status
 from omenative.kube.cache import NAMESPACE_INDEX
 from omenative.kube.client import ApiError
 from omenative.kube.controller import Result, split_key
+from omenative.kube.gather import gather_all
 from omenative.kube.resources import (
     CLUSTER_SERVING_RUNTIMES,
     HPAS,
@@ -46,6 +47,11 @@ KIND_RESOURCES: dict[str, Resource] = {
 }
 # Children an InferenceService may own, by resource, for clean-up of components it no longer declares.
 REFUSED_RETRY_SECONDS = 30.0
+
+
+def creations_key(namespace: str, isvc: str) -> str:
+    """The expectations key of the InferenceReplicas an InferenceService creates (observed by the replica cache)."""
+    return f"isvc:{namespace}/{isvc}"
 OWNED = (INFERENCE_REPLICAS, SERVICES, HPAS, PDBS, SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS)
 
 
@@ -123,10 +129,11 @@ class InferenceServiceController:
             problems.append(("InvalidSpec", "; ".join(findings.errors)))
         refused: list[tuple[str, str, str]] = []
         if not problems:
-            for part in plan.components:
-                await self.apply_component(isvc, part, refused)
+            # Components and their children are independent writes: made together, they cost one round trip.
+            writes = [self.apply_component(isvc, part, refused) for part in plan.components]
             if plan.entry is not None:
-                await self.write(refused, ctx.applier.apply(SERVICES, plan.entry), plan.entry)
+                writes.append(self.write(refused, ctx.applier.apply(SERVICES, plan.entry), plan.entry))
+            await gather_all(writes)
             await self.clean_up(isvc, plan)
         replicas = {part.name: ctx.get(INFERENCE_REPLICAS, namespace, part.replica["metadata"]["name"])
                     for part in plan.components}
@@ -140,31 +147,41 @@ class InferenceServiceController:
             return Result(requeue_after=REFUSED_RETRY_SECONDS)
         return None
 
-    async def write(self, refused: list[tuple[str, str, str]], request: Awaitable[Any], obj: Obj) -> None:
-        """Makes one write; a refusal that retrying as is cannot fix (a quota, a webhook, an invalid or full
-        value) is collected for the status instead of stopping the others."""
+    async def write(self, refused: list[tuple[str, str, str]], request: Awaitable[Any], obj: Obj) -> Any:
+        """Makes one write and returns its result; a refusal that retrying as is cannot fix (a quota, a webhook,
+        an invalid or full value) is collected for the status instead of stopping the others (None)."""
         try:
-            await request
+            return await request
         except ApiError as exc:
             if exc.status in (400, 403, 422) or (exc.status == 500 and "allocate" in exc.message):
                 refused.append((obj.get("kind") or "object", obj["metadata"]["name"], exc.message))
                 log.warning("write refused", kind=obj.get("kind"), name=obj["metadata"]["name"],
                             status=exc.status, message=exc.message)
-                return
+                return None
             raise
 
     async def apply_component(self, isvc: Obj, part: desired.ComponentPlan,
                               refused: list[tuple[str, str, str]]) -> None:
         ctx = self.ctx
         meta = part.replica["metadata"]
-        if ctx.get(INFERENCE_REPLICAS, meta["namespace"], meta["name"]) is None:
+        key = creations_key(meta["namespace"], part.replica["spec"]["parentRef"]["name"])
+        if ctx.get(INFERENCE_REPLICAS, meta["namespace"], meta["name"]) is None and (
+                meta["name"] not in ctx.expectations.pending(key)[0] or ctx.expectations.satisfied(key)):
             # Created with the initial Instance count by a one-time write of its own, so that omenative's apply,
-            # which never sends spec.replicas while an autoscaler owns it, never fights the autoscaler.
-            await self.write(refused, ctx.applier.create(INFERENCE_REPLICAS, part.bootstrap,
-                                                         field_manager=BOOTSTRAP_MANAGER), part.replica)
+            # which never sends spec.replicas while an autoscaler owns it, never fights the autoscaler. Once created,
+            # not again until the cache has shown it (a second create would only be refused).
+            ctx.expectations.expect_creations(key, [meta["name"]])
+            try:
+                created = await self.write(refused, ctx.applier.create(
+                    INFERENCE_REPLICAS, part.bootstrap, field_manager=BOOTSTRAP_MANAGER), part.replica)
+            except ApiError:
+                ctx.expectations.creation_observed(key, meta["name"])
+                raise
+            if not created:  # refused, or there already: no event of this create will come
+                ctx.expectations.creation_observed(key, meta["name"])
         await self.write(refused, ctx.applier.apply(INFERENCE_REPLICAS, part.replica), part.replica)
-        for child in part.children:
-            await self.write(refused, ctx.applier.apply(KIND_RESOURCES[child["kind"]], child), child)
+        await gather_all([self.write(refused, ctx.applier.apply(KIND_RESOURCES[child["kind"]], child), child)
+                          for child in part.children])
 
     async def clean_up(self, isvc: Obj, plan: desired.Plan) -> None:
         """Deletes what this InferenceService created for a component it no longer declares, or an autoscaler its

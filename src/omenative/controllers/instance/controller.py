@@ -18,6 +18,7 @@ from omenative.controllers.context import BY_INSTANCE, Context
 from omenative.controllers.instance import plan as planner
 from omenative.kube.client import ApiError
 from omenative.kube.controller import Result
+from omenative.kube.gather import gather_all
 from omenative.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS, PODS
 from omenative.observe.pods import format_time, parse_time
 from omenative.render import objects
@@ -128,27 +129,32 @@ class InstanceController:
             await ctx.applier.delete(PODGROUPS, actions.delete_podgroup)
         if actions.apply_podgroup is not None:
             await ctx.applier.apply(PODGROUPS, actions.apply_podgroup)
-        for pod, value, reason in actions.gates:
-            await self.set_gate(pod, value, reason)
+        await gather_all([self.set_gate(pod, value, reason) for pod, value, reason in actions.gates])
+        # A gang's pods are created (or deleted) together: they are scheduled together anyway.
         if actions.delete_pods:
             ctx.expectations.expect_deletions(key, [p["metadata"]["uid"] for p in actions.delete_pods])
-            for pod in actions.delete_pods:
-                try:
-                    if not await ctx.applier.delete(PODS, pod):
-                        ctx.expectations.deletion_observed(key, pod["metadata"]["uid"])
-                except ApiError:
-                    ctx.expectations.deletion_observed(key, pod["metadata"]["uid"])
-                    raise
+            await gather_all([self.delete_pod(key, pod) for pod in actions.delete_pods])
         if actions.create_pods:
             ctx.expectations.expect_creations(key, [p["metadata"]["name"] for p in actions.create_pods])
-            for pod in actions.create_pods:
-                name = pod["metadata"]["name"]
-                try:
-                    if not await ctx.applier.create(PODS, pod):
-                        ctx.expectations.creation_observed(key, name)  # already there: no event will come
-                except ApiError:
-                    ctx.expectations.creation_observed(key, name)
-                    raise
+            await gather_all([self.create_pod(key, pod) for pod in actions.create_pods])
+
+    async def delete_pod(self, key: str, pod: Obj) -> None:
+        uid = pod["metadata"]["uid"]
+        try:
+            if not await self.ctx.applier.delete(PODS, pod):
+                self.ctx.expectations.deletion_observed(key, uid)  # already gone: no event will come
+        except ApiError:
+            self.ctx.expectations.deletion_observed(key, uid)
+            raise
+
+    async def create_pod(self, key: str, pod: Obj) -> None:
+        name = pod["metadata"]["name"]
+        try:
+            if not await self.ctx.applier.create(PODS, pod):
+                self.ctx.expectations.creation_observed(key, name)  # already there: no event will come
+        except ApiError:
+            self.ctx.expectations.creation_observed(key, name)
+            raise
 
     async def set_gate(self, pod: Obj, value: bool, reason: str) -> None:
         meta = pod["metadata"]
@@ -161,4 +167,4 @@ class InstanceController:
                 "status": {"conditions": [{"type": c.SERVING_GATE, "status": status, "reason": reason,
                                            "message": message,
                                            "lastTransitionTime": format_time(self.ctx.wall_clock())}]}}
-        await self.ctx.applier.apply_partial_status(PODS, body)
+        await self.ctx.applier.apply_partial_status(PODS, body, f"{meta['uid']}:{c.SERVING_GATE}={status}:{reason}")
