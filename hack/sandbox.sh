@@ -18,7 +18,7 @@ source "$here/lib/venv.sh"
 name="${OMENATIVE_SANDBOX:-omenative-sandbox}"
 state_dir="${OMENATIVE_STATE_DIR:-$repo/.work}"
 sandbox="$state_dir/sandbox-$name"
-catalog="${OME_CATALOG:-$repo/../shared/thirdparty/ome/config}"
+catalog="${OME_CATALOG:-${OMENATIVE_SHARED:-$repo/../shared}/thirdparty/ome/config}"
 timeout="${SANDBOX_READY_TIMEOUT:-300s}"
 export OMENATIVE_STATE_DIR="$state_dir"
 

@@ -12,7 +12,7 @@ import asyncio
 import builtins
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, cast
 from urllib.parse import urlparse
 
@@ -248,11 +248,14 @@ class KubeClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
         inactivity_timeout: float = 70.0,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[Obj]:
         """Watch events ({type, object}) from a resourceVersion, with bookmarks.
 
         The server ends the watch after `timeout_seconds`; a stream silent for `inactivity_timeout` raises
-        ApiError(0, "WatchInactive"), since bookmarks arrive about once a minute on a healthy stream.
+        ApiError(0, "WatchInactive"), since bookmarks arrive about once a minute on a healthy stream. `on_open` is
+        called once the server has accepted the watch (a refused one, such as a 429 while a new CRD's storage
+        starts, raises instead).
         """
         response = await self._send("GET", resource.path(namespace), query={
             "watch": "true", "allowWatchBookmarks": "true", "resourceVersion": resource_version,
@@ -261,6 +264,8 @@ class KubeClient:
         try:
             if not 200 <= response.status <= 299:
                 raise ApiError.from_status(response.status, await response.read())
+            if on_open is not None:
+                on_open()
             while True:
                 try:
                     line = await response.content.readline()

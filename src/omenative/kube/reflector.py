@@ -7,6 +7,8 @@
 - `410 Gone` (the resourceVersion was compacted away) relists; the store's `replace` then delivers every change made
   meanwhile, deletes included. Any other error (a refused connection while the API server restarts, a dead stream)
   backs off and watches again from the last resourceVersion.
+- The informer counts as synced once it has listed and the server has accepted its watch: a watch refused at start
+  (429 while a new CRD's storage initializes) would otherwise leave a store that never hears of changes.
 - Errors back off 0.8 s, doubling with jitter, capped at 30 s, reset after 2 minutes without failures; a watch
   silent for 70 s counts as failed (bookmarks arrive about once a minute), and so does one that ends within a second
   having delivered nothing.
@@ -90,6 +92,7 @@ class Reflector:
         self.backoff = Backoff(self.clock)
         self.last_resource_version = ""
         self.lists = 0  # full lists made, for tests and metrics
+        self.watching = False  # the server accepted a watch from the listed version (it sends what changes next)
         self._log = log.bind(resource=str(self.resource), namespace=namespace or "*")
 
     async def run(self) -> None:
@@ -144,6 +147,7 @@ class Reflector:
                     self.resource, self.namespace, resource_version=self.last_resource_version,
                     timeout_seconds=timeout, label_selector=self.label_selector,
                     field_selector=self.field_selector, inactivity_timeout=self.inactivity_timeout,
+                    on_open=self._opened,
                 ):
                     events += 1
                     self._handle(event)
@@ -154,6 +158,11 @@ class Reflector:
             if events == 0 and time.monotonic() - started < 1.0:
                 raise ApiError(0, "WatchEndedEarly", "watch closed within a second without any event")
             metrics.informer_watch_restarts_total.labels(resource=str(self.resource), reason="timeout").inc()
+
+    def _opened(self) -> None:
+        if not self.watching:
+            self._log.debug("watch open")
+        self.watching = True
 
     def _handle(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -191,7 +200,9 @@ class Informer:
 
     @property
     def synced(self) -> bool:
-        return all(r.lists > 0 for r in self.reflectors)
+        """Listed, and a watch from the list is open: before that, a change (say, our own create) may never show
+        in the store, and a controller acting on it would repeat what it did."""
+        return all(r.lists > 0 and r.watching for r in self.reflectors)
 
     def start(self) -> None:
         if not self._tasks:
