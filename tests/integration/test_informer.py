@@ -18,7 +18,7 @@ from omenative.kube.apply import Applier
 from omenative.kube.cache import Store
 from omenative.kube.client import ApiError, KubeClient
 from omenative.kube.reflector import Informer
-from omenative.kube.resources import CONFIG_MAPS, PODS, Resource
+from omenative.kube.resources import CONFIG_MAPS, PODS, SERVICE_ACCOUNTS, Resource
 from tests.support.cluster import ControlPlane
 from tests.support.wait import wait_for
 
@@ -262,6 +262,9 @@ async def test_a_status_write_for_a_pod_that_was_replaced_leaves_its_successor_a
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "same-name", "namespace": namespace},
            "spec": {"containers": [{"name": "c", "image": "example.invalid/x:1"}]}}
     applier = Applier(kube, lambda res, ns, name: None)
+    # Pods of a new namespace are refused until the controller-manager has made its default ServiceAccount.
+    await wait_for(lambda: _exists(kube, SERVICE_ACCOUNTS, namespace, "default"), timeout=30,
+                   what="the namespace's default ServiceAccount")
     await kube.create(PODS, pod, namespace)
     old = await kube.get(PODS, "same-name", namespace)
     await kube.delete(PODS, "same-name", namespace, grace_period_seconds=0)
@@ -283,9 +286,15 @@ async def test_a_status_write_for_a_pod_that_was_replaced_leaves_its_successor_a
     assert {c["type"]: c["status"] for c in new["status"]["conditions"]}["ome.io/serving"] == "False"
 
 
-async def _gone(kube: KubeClient, namespace: str, name: str) -> bool:
+async def _exists(kube: KubeClient, resource: Resource, namespace: str, name: str) -> bool:
     try:
-        await kube.get(PODS, name, namespace)
+        await kube.get(resource, name, namespace)
     except ApiError as exc:
-        return exc.not_found
-    return False
+        if exc.not_found:
+            return False
+        raise
+    return True
+
+
+async def _gone(kube: KubeClient, namespace: str, name: str) -> bool:
+    return not await _exists(kube, PODS, namespace, name)
