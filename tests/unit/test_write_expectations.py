@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from omenative.kube.clock import FakeClock
-from omenative.kube.expectations import WriteExpectations
+from omenative.kube.expectations import WriteExpectations, expected
+
+pytestmark = pytest.mark.unit
 
 
 def test_a_key_waits_until_its_write_or_a_later_version_is_cached() -> None:
@@ -40,3 +44,20 @@ def test_opaque_versions_compare_by_equality_only() -> None:
     written.wrote("ns/a", "abc")
     assert not written.caught_up("ns/a", "abd")
     assert written.caught_up("ns/a", "abc")
+
+
+async def test_a_write_that_changed_nothing_or_failed_counts_as_observed_at_once() -> None:
+    seen: list[str] = []
+
+    async def result(value: bool) -> bool:
+        return value
+
+    async def refused() -> bool:
+        raise RuntimeError("refused")
+
+    await expected(result(True), lambda: seen.append("created"))
+    assert seen == []  # its watch event will mark it
+    await expected(result(False), lambda: seen.append("already there"))
+    with pytest.raises(RuntimeError):
+        await expected(refused(), lambda: seen.append("failed"))
+    assert seen == ["already there", "failed"]

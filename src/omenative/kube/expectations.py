@@ -8,6 +8,8 @@ Creates and deletes that failed are marked observed by hand, since no event will
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import attrs
 
 from omenative.kube.clock import Clock, RealClock
@@ -105,3 +107,15 @@ class WriteExpectations:
 
     def forget(self, key: str) -> None:
         self._written.pop(key, None)
+
+
+async def expected(request: Awaitable[bool], observed: Callable[[], None]) -> None:
+    """A create or delete the expectations wait to see. One that changed nothing (already there, already gone) or
+    failed sends no event, so it counts as observed at once."""
+    try:
+        changed = await request
+    except Exception:
+        observed()
+        raise
+    if not changed:
+        observed()

@@ -4,6 +4,7 @@ InferenceReplica and surrounding objects, remove those of components no longer d
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from functools import partial
 from typing import Any
 
 import structlog
@@ -20,6 +21,7 @@ from omenative.controllers.inferenceservice.status import build_status
 from omenative.kube.cache import NAMESPACE_INDEX
 from omenative.kube.client import ApiError
 from omenative.kube.controller import Result, split_key
+from omenative.kube.expectations import expected
 from omenative.kube.gather import gather_all
 from omenative.kube.resources import (
     CLUSTER_SERVING_RUNTIMES,
@@ -171,14 +173,9 @@ class InferenceServiceController:
             # which never sends spec.replicas while an autoscaler owns it, never fights the autoscaler. Once created,
             # not again until the cache has shown it (a second create would only be refused).
             ctx.expectations.expect_creations(key, [meta["name"]])
-            try:
-                created = await self.write(refused, ctx.applier.create(
-                    INFERENCE_REPLICAS, part.bootstrap, field_manager=BOOTSTRAP_MANAGER), part.replica)
-            except ApiError:
-                ctx.expectations.creation_observed(key, meta["name"])
-                raise
-            if not created:  # refused, or there already: no event of this create will come
-                ctx.expectations.creation_observed(key, meta["name"])
+            await expected(self.write(refused, ctx.applier.create(
+                INFERENCE_REPLICAS, part.bootstrap, field_manager=BOOTSTRAP_MANAGER), part.replica),
+                partial(ctx.expectations.creation_observed, key, meta["name"]))
         await self.write(refused, ctx.applier.apply(INFERENCE_REPLICAS, part.replica), part.replica)
         await gather_all([self.write(refused, ctx.applier.apply(KIND_RESOURCES[child["kind"]], child), child)
                           for child in part.children])

@@ -7,6 +7,7 @@ causing a second create or delete of the same pod.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import structlog
@@ -16,8 +17,8 @@ from omenative.api import naming
 from omenative.api.defaults import gang_schedule_timeout, ready_timeout
 from omenative.controllers.context import BY_INSTANCE, Context
 from omenative.controllers.instance import plan as planner
-from omenative.kube.client import ApiError
 from omenative.kube.controller import Result
+from omenative.kube.expectations import expected
 from omenative.kube.gather import gather_all
 from omenative.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS, PODS
 from omenative.observe.pods import format_time, parse_time
@@ -133,28 +134,12 @@ class InstanceController:
         # A gang's pods are created (or deleted) together: they are scheduled together anyway.
         if actions.delete_pods:
             ctx.expectations.expect_deletions(key, [p["metadata"]["uid"] for p in actions.delete_pods])
-            await gather_all([self.delete_pod(key, pod) for pod in actions.delete_pods])
+            await gather_all([expected(ctx.applier.delete(PODS, pod), partial(
+                ctx.expectations.deletion_observed, key, pod["metadata"]["uid"])) for pod in actions.delete_pods])
         if actions.create_pods:
             ctx.expectations.expect_creations(key, [p["metadata"]["name"] for p in actions.create_pods])
-            await gather_all([self.create_pod(key, pod) for pod in actions.create_pods])
-
-    async def delete_pod(self, key: str, pod: Obj) -> None:
-        uid = pod["metadata"]["uid"]
-        try:
-            if not await self.ctx.applier.delete(PODS, pod):
-                self.ctx.expectations.deletion_observed(key, uid)  # already gone: no event will come
-        except ApiError:
-            self.ctx.expectations.deletion_observed(key, uid)
-            raise
-
-    async def create_pod(self, key: str, pod: Obj) -> None:
-        name = pod["metadata"]["name"]
-        try:
-            if not await self.ctx.applier.create(PODS, pod):
-                self.ctx.expectations.creation_observed(key, name)  # already there: no event will come
-        except ApiError:
-            self.ctx.expectations.creation_observed(key, name)
-            raise
+            await gather_all([expected(ctx.applier.create(PODS, pod), partial(
+                ctx.expectations.creation_observed, key, pod["metadata"]["name"])) for pod in actions.create_pods])
 
     async def set_gate(self, pod: Obj, value: bool, reason: str) -> None:
         meta = pod["metadata"]
