@@ -366,3 +366,34 @@ async def test_a_child_write_the_api_refuses_shows_on_the_inferenceservice(
         await d.ready()
     finally:
         await d.delete()
+
+
+async def test_a_new_replica_starts_at_min_replicas_and_is_never_ready_with_fewer_serving(
+    omenative: ControllerProcess, control_plane: ControlPlane, api: client.ApiClient,
+    deploy: Callable[..., Awaitable[Deployment]], namespace: str, tmp_path: Path,
+) -> None:
+    """The lifecycle example asks for 2 Instances (`minReplicas: 2`, an autoscaler owns the count afterwards): its
+    InferenceReplica carries `spec.replicas: 2` from the first version anyone can read, and neither it nor the
+    InferenceService is ever Ready with fewer than 2 Instances Ready."""
+    d = Deployment(control_plane, api, namespace, tmp_path, "first-read")
+    try:
+        async with recorded(api, "inferencereplicas", namespace, "first-read-engine") as replicas, \
+                recorded(api, "inferenceservices", namespace, "first-read") as services:
+            await d.apply()
+            await d.ready()
+        assert replicas.versions, "no version of the InferenceReplica was recorded"
+        assert {v["spec"].get("replicas") for v in replicas.versions} == {2}
+
+        def ready(obj: Obj) -> bool:
+            return any(c.get("type") == "Ready" and c.get("status") == "True"
+                       for c in (obj.get("status") or {}).get("conditions") or [])
+
+        for version in replicas.versions:
+            if ready(version):
+                assert version["status"]["readyReplicas"] >= 2, version["status"]
+        ready_services = [v for v in services.versions if ready(v)]
+        assert ready_services, "the InferenceService was never recorded Ready"
+        for version in ready_services:
+            assert version["status"]["components"]["engine"]["lifecycle"]["readyReplicas"] >= 2, version["status"]
+    finally:
+        await d.delete()
