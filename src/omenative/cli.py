@@ -111,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"omenative {__version__}")
         return 0
     from omenative import logs
+    from omenative.kube import lean
+
+    lean.install()  # before anything imports kubernetes_asyncio: its generated models cost a third of our memory
     from omenative.manager import Manager, Options, default_leader_election_namespace
 
     logs.configure(args.log_level, args.log_format)

@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import copy
 import json
+import logging
 import os
 import platform
 import random
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import structlog
 
 from omenative.api.config import ControllerConfig
 from omenative.api.types import BaseModelSpec
@@ -535,6 +537,7 @@ def plot(figures: Obj, out: Path) -> list[str]:
 
 
 async def main(argv: list[str] | None = None) -> int:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))  # the informers' own
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--services", type=int, default=500)
     parser.add_argument("--phases", default=",".join(PHASES))
