@@ -29,6 +29,7 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,7 @@ PHASES = ("floor", "converge", "idle", "repair")
 NAMESPACE = "bench"
 MODEL = "qwen3-0-6b"
 CONCURRENCY = 64
+REQUEST_TIMEOUT = 120.0  # a loaded API server is slow, not down
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 FLOOR_AGENT = "omenative-bench-floor"
 CLIENT_AGENT = "omenative-bench-client"
@@ -199,6 +201,21 @@ async def until(probe: Callable[[], bool], timeout: float, what: str, interval: 
     return time.monotonic() - started
 
 
+async def retried(request: Callable[[], Awaitable[Any]], *, created: bool = False) -> Any:
+    """A write as any client makes it under load: a timeout, a 429 or a 5xx is tried again (after a create that
+    timed out but went through, the repeat finds it there: done)."""
+    for attempt in range(5):
+        try:
+            return await request()
+        except ApiError as exc:
+            if created and exc.already_exists:
+                return None
+            if attempt == 4 or not (exc.status in (0, 429) or exc.status >= 500):
+                raise
+            await asyncio.sleep(0.5 * 2 ** attempt)
+    return None
+
+
 async def limited(coros: Iterable[Awaitable[Any]], limit: int = CONCURRENCY) -> list[Any]:
     sem = asyncio.Semaphore(limit)
 
@@ -291,7 +308,7 @@ class Bench:
         ControlPlane.discard(self.cluster)
         control_plane = ControlPlane.up(self.cluster, "--bench", "--gpu-nodes", str(self.nodes), "--cpu-nodes", "0",
                                         "--model", MODEL)
-        kube = await KubeClient.connect(str(control_plane.kubeconfig))
+        kube = await KubeClient.connect(str(control_plane.kubeconfig), timeout=REQUEST_TIMEOUT)
         kube.api_client.user_agent = CLIENT_AGENT
         await install_crds(control_plane)
         await control_plane.kubectl("create", "namespace", NAMESPACE)
@@ -308,7 +325,7 @@ class Bench:
 
     async def floor(self) -> None:
         control_plane, kube = await self.fresh_cluster()
-        floor_kube = await KubeClient.connect(str(control_plane.kubeconfig))
+        floor_kube = await KubeClient.connect(str(control_plane.kubeconfig), timeout=REQUEST_TIMEOUT)
         floor_kube.api_client.user_agent = FLOOR_AGENT
         tracker = Tracker(kube)
         served: set[str] = set()
@@ -321,7 +338,8 @@ class Bench:
                     "metadata": {"name": meta["name"], "namespace": NAMESPACE, "uid": meta["uid"]},
                     "status": {"conditions": [{"type": SERVING, "status": "True", "reason": "InstanceReady"}]}}
             async with sem:
-                await floor_kube.apply(PODS, body, field_manager="bench-floor", subresource="status", force=True)
+                await retried(lambda: floor_kube.apply(PODS, body, field_manager="bench-floor", subresource="status",
+                                                       force=True))
 
         def on_pod(pod: Obj) -> None:  # the serving condition as each pod runs
             name = pod["metadata"]["name"]
@@ -341,7 +359,7 @@ class Bench:
 
         async def write(resource: Resource, obj: Obj) -> None:
             async with sem:
-                await floor_kube.create(resource, obj, NAMESPACE)
+                await retried(lambda: floor_kube.create(resource, obj, NAMESPACE), created=True)
 
         async def one(services: list[Obj], podgroups: list[Obj], pods: list[Obj]) -> None:
             await asyncio.gather(*(write(SERVICES, s) for s in services), *(write(PODGROUPS, g) for g in podgroups))
@@ -389,7 +407,8 @@ class Bench:
         started = time.monotonic()
         tracker.started = started
         log(f"converge: creating {self.services} InferenceServices, {CONCURRENCY} at a time")
-        await limited(kube.create(INFERENCE_SERVICES, inference_service(self.isvc, i), NAMESPACE)
+        await limited(retried(partial(kube.create, INFERENCE_SERVICES, inference_service(self.isvc, i), NAMESPACE),
+                              created=True)
                       for i in range(self.services))
         pods_ready = await until(lambda: len(tracker.ready_pods) >= self.pods, self.timeout, "all pods Ready")
         isvcs_ready = pods_ready + await until(lambda: len(tracker.ready_isvcs) >= self.services, self.timeout,
