@@ -39,7 +39,7 @@ from omenative.controllers.inferenceservice.controller import InferenceServiceCo
 from omenative.controllers.instance.controller import InstanceController
 from omenative.kube import resources as r
 from omenative.kube.apply import Applier
-from omenative.kube.cache import FuncHandler, IndexFunc, object_key
+from omenative.kube.cache import FuncHandler, IndexFunc, object_key, slim_pod
 from omenative.kube.client import KubeClient
 from omenative.kube.controller import Controller
 from omenative.kube.events import EventRecorder
@@ -227,7 +227,7 @@ class Manager:
         managed = f"{c.LABEL_MANAGED_BY}={c.MANAGED_BY_OMENATIVE}"
         caches.add(r.INFERENCE_SERVICES, indexers={BY_RUNTIME: _runtime_index, BY_MODEL: _model_index})
         caches.add(r.INFERENCE_REPLICAS, indexers={BY_ISVC: _isvc_label_index})
-        caches.add(r.PODS, label_selector=managed,
+        caches.add(r.PODS, label_selector=managed, transform=slim_pod,
                    indexers={BY_REPLICA: _key_index(replica_key_of), BY_INSTANCE: _key_index(instance_key_of),
                              BY_NODE: _key_index(lambda pod: (pod.get("spec") or {}).get("nodeName"))})
         if self.options.config.force_delete_overdue_slack and \

@@ -77,6 +77,20 @@ def strip_server_fields(obj: Obj) -> Obj:
     return obj
 
 
+POD_SPEC_READ = ("nodeName", "schedulerName", "readinessGates")
+
+
+def slim_pod(obj: Obj) -> Obj:
+    """The pods' transform: of a pod's spec the controllers read only these fields (the containers, with their
+    environment, commands and probes, are most of a model server pod's size and never read back; the pod's revision
+    is in its labels)."""
+    strip_server_fields(obj)
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        obj["spec"] = {k: spec[k] for k in POD_SPEC_READ if k in spec}
+    return obj
+
+
 def object_key(obj: Obj) -> str:
     meta = obj.get("metadata", {})
     ns = meta.get("namespace")

@@ -1,0 +1,54 @@
+"""The pods' cache keeps only what the controllers read: every fact a planner takes from a pod is the same on the
+slimmed copy, and the containers (most of a model server pod's size) are gone."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from omenative.kube.cache import slim_pod
+from omenative.observe.pods import pod_facts, pod_got_worse
+from omenative.render.pods import InstanceRef, render_instance
+
+pytestmark = pytest.mark.unit
+
+RUNNERS = [
+    {"name": "leader", "size": 1, "template": {"spec": {"containers": [{
+        "name": "ome-container", "image": "example.invalid/sglang:1",
+        "command": ["python3", "-m", "sglang.launch_server", "--model-path", "$(MODEL_PATH)"],
+        "env": [{"name": f"VAR_{i}", "value": "x" * 40} for i in range(40)],
+        "resources": {"requests": {"nvidia.com/gpu": 1}}}]}}},
+    {"name": "worker", "size": 1, "template": {"spec": {"containers": [{
+        "name": "ome-container", "image": "example.invalid/sglang:1"}]}}},
+]
+
+
+def running(pod: dict) -> dict:
+    pod = copy.deepcopy(pod)
+    pod["metadata"] |= {"uid": "u-1", "resourceVersion": "7", "creationTimestamp": "2026-01-01T00:00:00Z",
+                        "managedFields": [{"manager": "omenative"}]}
+    pod["spec"]["nodeName"] = "gpu-1"
+    pod["status"] = {"phase": "Running", "podIP": "10.0.0.1",
+                     "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:01:00Z"},
+                                    {"type": "ContainersReady", "status": "True"},
+                                    {"type": "ome.io/serving", "status": "True"}],
+                     "containerStatuses": [{"name": "ome-container", "restartCount": 2, "lastState": {
+                         "terminated": {"reason": "OOMKilled", "exitCode": 137}}, "state": {"running": {}}}]}
+    return pod
+
+
+def test_every_fact_survives_and_the_containers_go() -> None:
+    ref = InstanceRef(isvc="svc", namespace="ns", component="engine", index=0, incarnation=3, revision="abc",
+                      replicas=1, podgroup="svc-engine-0")
+    full = slimmed = 0
+    for pod in (running(p) for p in render_instance(ref, RUNNERS)):
+        slim = slim_pod(copy.deepcopy(pod))
+        full, slimmed = full + len(json.dumps(pod)), slimmed + len(json.dumps(slim))
+        assert pod_facts(slim) == pod_facts(pod)
+        assert pod_got_worse(slim, slim) is pod_got_worse(pod, pod)
+        assert "containers" not in slim["spec"] and slim["spec"]["nodeName"] == "gpu-1"
+        assert "managedFields" not in slim["metadata"]
+        assert slim["spec"].get("readinessGates") == pod["spec"].get("readinessGates")
+    assert slimmed < full / 2
