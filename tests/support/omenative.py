@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from tests.support.cluster import REPO, ControlPlane
 from tests.support.controller import ControllerProcess, free_port
 
@@ -12,9 +14,16 @@ FAST = ("--stuck-pod-grace-period", "20s", "--unschedulable-grace-period", "2m",
 
 async def install_crds(control_plane: ControlPlane) -> None:
     await control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "manifests" / "crds"))
-    await control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                                "crd/inferenceservices.ome.io", "crd/inferencereplicas.ome.io",
-                                "crd/clusterservingruntimes.ome.io", "crd/clusterbasemodels.ome.io")
+    crds = ("crd/inferenceservices.ome.io", "crd/inferencereplicas.ome.io", "crd/clusterservingruntimes.ome.io",
+            "crd/clusterbasemodels.ome.io")
+    for attempt in range(5):
+        out = await control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", *crds,
+                                          check=attempt == 4)
+        # kubectl wait fails at once, instead of waiting, on a CRD the API server has not given conditions yet.
+        if out.returncode == 0 or "accessor error" not in out.stderr:
+            break
+        await asyncio.sleep(0.5)
+    assert out.returncode == 0, out.output
 
 
 async def start_controller(control_plane: ControlPlane, *args: str, webhook: bool = True,
