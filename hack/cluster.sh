@@ -173,7 +173,8 @@ create_nodes() {
   local args=(--gpu "$gpu_nodes" --cpu "$cpu_nodes") m
   for m in "${models[@]+"${models[@]}"}"; do args+=(--model "$m"); done
   python3 "$here/sim/nodes.py" "${args[@]}" | kubectl apply --server-side -f - >/dev/null
-  kubectl wait --for=condition=Ready node -l sim.omenative.io/node --timeout=60s >/dev/null
+  # KWOK readies nodes within seconds; on a loaded machine (a test run beside it) it took over a minute.
+  kubectl wait --for=condition=Ready node -l sim.omenative.io/node --timeout=180s >/dev/null
 }
 
 up() {

@@ -15,6 +15,7 @@ fits a command line.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any, cast
 
@@ -282,8 +283,23 @@ def main(argv: list[str] | None = None) -> int:
                                      context=args.context)
         return instance_status(cluster, namespace, args.inferenceservice, args.index, args.component, args.output)
     except Exception as exc:  # a command line reports, it does not dump a trace
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {describe_error(exc)}", file=sys.stderr)
         return 1
+
+
+def describe_error(exc: Exception) -> str:
+    """One line for a refused request (the client's own text is its HTTP headers and body)."""
+    status, reason, body = getattr(exc, "status", None), getattr(exc, "reason", None), getattr(exc, "body", None)
+    if not isinstance(status, int) or reason is None:
+        return str(exc)
+    try:
+        message = str(json.loads(body).get("message", "")) if body else ""
+    except (ValueError, AttributeError):
+        message = str(body or "").strip()
+    if status == 404 and (not message or "page not found" in message):
+        return (f"the {c.GROUP}/{c.VERSION} API is not served by this cluster: are omenative's CRDs installed? "
+                "(kubectl get crd inferenceservices.ome.io)")
+    return f"{status} {reason}" + (f": {message}" if message else "")
 
 
 if __name__ == "__main__":
