@@ -17,6 +17,7 @@ import pytest_asyncio
 from kubernetes_asyncio import client
 
 from omenative.api.instance_status import decode_rows
+from omenative.observe.pods import is_true
 from tests.conftest import NodeFactory, describe_namespace
 from tests.e2e.conftest import ModelAgent, qwen3_ready, write_yaml
 from tests.e2e.test_serve_multi_node_model import table
@@ -384,14 +385,10 @@ async def test_a_new_replica_starts_at_min_replicas_and_is_never_ready_with_fewe
         assert replicas.versions, "no version of the InferenceReplica was recorded"
         assert {v["spec"].get("replicas") for v in replicas.versions} == {2}
 
-        def ready(obj: Obj) -> bool:
-            return any(c.get("type") == "Ready" and c.get("status") == "True"
-                       for c in (obj.get("status") or {}).get("conditions") or [])
-
         for version in replicas.versions:
-            if ready(version):
+            if is_true(version, "Ready"):
                 assert version["status"]["readyReplicas"] >= 2, version["status"]
-        ready_services = [v for v in services.versions if ready(v)]
+        ready_services = [v for v in services.versions if is_true(v, "Ready")]
         assert ready_services, "the InferenceService was never recorded Ready"
         for version in ready_services:
             assert version["status"]["components"]["engine"]["lifecycle"]["readyReplicas"] >= 2, version["status"]

@@ -45,6 +45,7 @@ from omenative.kube.cache import Store
 from omenative.kube.client import ApiError, KubeClient
 from omenative.kube.reflector import Informer
 from omenative.kube.resources import EVENTS, INFERENCE_SERVICES, PODGROUPS, PODS, SERVICES, Resource
+from omenative.observe.pods import is_true
 from omenative.render import objects
 from omenative.render.pods import InstanceRef, render_instance
 from omenative.render.templates import ModelInfo
@@ -126,13 +127,6 @@ def _ref(name: str, component: desired.ComponentPlan, index: int, revision: str,
 
 
 # -- what the bench watches ---------------------------------------------------------------------------------------
-def condition(obj: Obj, kind: str) -> str | None:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            return str(cond.get("status"))
-    return None
-
-
 class Tracker:
     """Counts Ready pods and Ready InferenceServices over time from informers (the bench's own watches)."""
 
@@ -152,7 +146,7 @@ class Tracker:
 
     def _pod(self, pod: Obj, gone: bool) -> None:
         name = pod["metadata"]["name"]
-        ready = not gone and condition(pod, "Ready") == "True"
+        ready = not gone and is_true(pod, "Ready")
         before = len(self.ready_pods)
         (self.ready_pods.add if ready else self.ready_pods.discard)(name)
         if len(self.ready_pods) != before:
@@ -162,7 +156,7 @@ class Tracker:
 
     def _isvc(self, isvc: Obj, gone: bool) -> None:
         name = isvc["metadata"]["name"]
-        (self.ready_isvcs.add if not gone and condition(isvc, "Ready") == "True" else self.ready_isvcs.discard)(name)
+        (self.ready_isvcs.add if not gone and is_true(isvc, "Ready") else self.ready_isvcs.discard)(name)
 
     async def start(self) -> None:
         for informer in self.informers:
@@ -347,7 +341,7 @@ class Bench:
 
         def on_pod(pod: Obj) -> None:  # the serving condition as each pod runs
             name = pod["metadata"]["name"]
-            if name not in served and condition(pod, "ContainersReady") == "True":
+            if name not in served and is_true(pod, "ContainersReady"):
                 served.add(name)
                 task = asyncio.get_running_loop().create_task(serve(pod))
                 pending.add(task)
