@@ -27,9 +27,13 @@ import logging
 import os
 import platform
 import random
+import re
+import shutil
+import signal
 import statistics
 import sys
 import time
+import tracemalloc
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from pathlib import Path
@@ -41,10 +45,11 @@ import structlog
 from omenative.api.config import ControllerConfig
 from omenative.api.types import BaseModelSpec
 from omenative.controllers.inferenceservice import desired
-from omenative.kube.cache import Store
+from omenative.kube.cache import Store, strip_server_fields
 from omenative.kube.client import ApiError, KubeClient
 from omenative.kube.reflector import Informer
 from omenative.kube.resources import EVENTS, INFERENCE_SERVICES, PODGROUPS, PODS, SERVICES, Resource
+from omenative.manager import Manager, Options
 from omenative.observe.pods import is_true
 from omenative.render import objects
 from omenative.render.pods import InstanceRef, render_instance
@@ -245,6 +250,100 @@ def memory_kib(pid: int, field: str) -> int:
     return 0
 
 
+@attrs.define
+class _Registration:
+    resource: Resource
+    label_selector: str | None
+    field_selector: str | None
+    transform: Any
+    indexers: Any
+
+
+class _RecordingCaches:
+    """Stands in for the manager's caches to learn what it registers (resource, selectors, transform)."""
+
+    def __init__(self) -> None:
+        self.registered: list[_Registration] = []
+
+    def add(self, resource: Resource, *, label_selector: str | None = None, field_selector: str | None = None,
+            transform: Any = strip_server_fields, indexers: Any = None, **_: Any) -> None:
+        self.registered.append(_Registration(resource, label_selector, field_selector, transform, indexers))
+
+
+async def cache_breakdown(kube: KubeClient) -> Obj:
+    """What omenative's caches hold, by resource: objects, their JSON bytes as served, and the Python heap they
+    take once decoded and transformed exactly as the manager's caches do (tracemalloc, in this process)."""
+    recorder = _RecordingCaches()
+    Manager(Options())._register_caches(recorder)  # type: ignore[arg-type]
+    out: Obj = {}
+    tracemalloc.start()
+    try:
+        for reg in recorder.registered:
+            items, _ = await kube.list_all(reg.resource, label_selector=reg.label_selector,
+                                           field_selector=reg.field_selector)
+            raw = [json.dumps(item).encode() for item in items]
+            del items
+            store = Store(reg.resource, transform=reg.transform, indexers=reg.indexers)
+            before = tracemalloc.get_traced_memory()[0]
+            for b in raw:
+                store.upsert(json.loads(b))
+            heap = tracemalloc.get_traced_memory()[0] - before
+            out[reg.resource.plural] = {"objects": len(store), "json_bytes": sum(len(b) for b in raw),
+                                        "heap_bytes": heap}
+            del store, raw
+    finally:
+        tracemalloc.stop()
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["heap_bytes"]))
+
+
+class Profiler:
+    """py-spy sampling the controller by pid (no change to how it runs), summarised by function."""
+
+    def __init__(self, pid: int, out: Path) -> None:
+        self.pid, self.path = pid, out
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+        if spy is None:
+            log("py-spy is not installed (pip install -e .[bench]): no profile")
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.process = await asyncio.create_subprocess_exec(
+            spy, "record", "--pid", str(self.pid), "--format", "raw", "--rate", "50", "--nonblocking",
+            "--output", str(self.path), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+
+    async def stop(self, top: int = 25) -> Obj:
+        if self.process is None:
+            return {}
+        self.process.send_signal(signal.SIGINT)  # py-spy writes its samples on SIGINT
+        await self.process.wait()
+        return summarise_profile(self.path.read_text() if self.path.exists() else "", top)
+
+
+def summarise_profile(raw: str, top: int = 25) -> Obj:
+    """py-spy's raw (collapsed) stacks -> the functions with the most samples, on-CPU (self) and inclusive."""
+    own: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    total = 0
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = [re.sub(r":\d+\)$", ")", f) for f in stack.split(";")]  # a function, not a line
+        own[frames[-1]] = own.get(frames[-1], 0) + n
+        for frame in set(frames):
+            inclusive[frame] = inclusive.get(frame, 0) + n
+
+    def share(counts: dict[str, int]) -> list[list[Any]]:
+        return [[f, round(100 * n / total, 1)] for f, n in sorted(counts.items(), key=lambda kv: -kv[1])[:top]]
+
+    return {"samples": total, "self_percent": share(own) if total else [],
+            "inclusive_percent": share(inclusive) if total else []}
+
+
 def component_pids(control_plane: ControlPlane) -> dict[str, int]:
     return {p.stem: int(p.read_text().strip()) for p in (control_plane.workdir / "pids").glob("*.pid")}
 
@@ -291,6 +390,8 @@ class Bench:
     repairs: int
     timeout: float
     workers: int | None
+    output: Path
+    profile: bool = False
     figures: Obj = attrs.field(factory=dict)
     runtime: Obj = attrs.field(factory=dict)
     isvc: Obj = attrs.field(factory=dict)
@@ -400,6 +501,9 @@ class Bench:
                 await asyncio.sleep(1.0)
 
         sampler = asyncio.create_task(sample())
+        profiler = Profiler(pid, self.output / "profile-converge.raw")
+        if self.profile:
+            await profiler.start()
         cpu_before = {name: cpu_seconds(p) for name, p in components.items()} | {"omenative": cpu_seconds(pid)}
         offset = audit.offset()
         started = time.monotonic()
@@ -411,6 +515,7 @@ class Bench:
         pods_ready = await until(lambda: len(tracker.ready_pods) >= self.pods, self.timeout, "all pods Ready")
         isvcs_ready = pods_ready + await until(lambda: len(tracker.ready_isvcs) >= self.services, self.timeout,
                                                "every InferenceService Ready")
+        profile = await profiler.stop()
         await asyncio.sleep(2)  # let the last status writes land in the audit log
         cpu_after = {name: cpu_seconds(p) for name, p in components.items()} | {"omenative": cpu_seconds(pid)}
         writes = audit.writes("omenative/", offset)
@@ -427,7 +532,10 @@ class Bench:
             "controller_peak_rss_mib": round(memory_kib(pid, "VmHWM") / 1024, 1),
             "cpu_seconds": {k: round(cpu_after[k] - cpu_before[k], 1) for k in cpu_after},
             "ready_pods_over_time": list(tracker.pod_timeline), "rss_mib_over_time": rss,
+            "cache_by_resource": await cache_breakdown(kube),
         }
+        if profile:
+            self.figures["converge"]["profile"] = profile
         try:
             if "idle" in phases:
                 await self.idle(audit, pid)
@@ -582,6 +690,9 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=None, help="omenative's --workers (default: its own)")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--output", default=str(REPO / ".work" / "bench"))
+    parser.add_argument("--profile", action="store_true",
+                        help="sample omenative with py-spy during converge (profile-converge.raw, top functions in "
+                             "the JSON)")
     args = parser.parse_args(argv)
     phases = [p for p in args.phases.split(",") if p]
     unknown = set(phases) - set(PHASES)
@@ -589,7 +700,8 @@ async def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown phases: {', '.join(sorted(unknown))}")
     nodes = args.nodes or max(2, -(-args.services * PODS_PER_SERVICE * 11 // 80))
     bench = Bench(services=args.services, cluster=args.cluster, nodes=nodes, idle_seconds=args.idle_seconds,
-                  repairs=args.repairs, timeout=args.timeout, workers=args.workers)
+                  repairs=args.repairs, timeout=args.timeout, workers=args.workers,
+                  output=Path(args.output), profile=args.profile)
     bench.runtime, bench.isvc = guide_objects()
     figures: Obj = {"services": args.services, "pods": bench.pods, "nodes": nodes, "cpus": os.cpu_count(),
                     "python": platform.python_version(),

@@ -1,5 +1,6 @@
 """The pods' cache keeps only what the controllers read: every fact a planner takes from a pod is the same on the
-slimmed copy, and the containers (most of a model server pod's size) are gone."""
+slimmed copy, and the containers (most of a model server pod's size) are gone. Every cache keeps one copy of each
+repeated string."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import json
 
 import pytest
 
-from omenative.kube.cache import slim_pod
+from omenative.kube.cache import INTERN_MAX_CHARS, Store, compact, slim_pod
+from omenative.kube.resources import PODS
 from omenative.observe.pods import pod_facts, pod_got_worse
 from omenative.render.pods import InstanceRef, render_instance
 
@@ -52,3 +54,26 @@ def test_every_fact_survives_and_the_containers_go() -> None:
         assert "managedFields" not in slim["metadata"]
         assert slim["spec"].get("readinessGates") == pod["spec"].get("readinessGates")
     assert slimmed < full / 2
+
+
+def test_the_cache_holds_one_copy_of_each_repeated_string() -> None:
+    """Stored objects equal what was decoded, but two pods share their keys and short values (interned), while a
+    long string is kept as it came."""
+    ref = InstanceRef(isvc="svc", namespace="ns", component="engine", index=0, incarnation=1, revision="abc",
+                      replicas=1, podgroup="svc-engine-0")
+    store = Store(PODS, transform=slim_pod)
+    decoded = []
+    for pod in (running(p) for p in render_instance(ref, RUNNERS)):
+        pod["status"]["message"] = "m" * (INTERN_MAX_CHARS + 1)
+        decoded.append(json.loads(json.dumps(pod)))  # fresh strings, as a watch event brings them
+        store.upsert(json.loads(json.dumps(pod)))
+    a, b = (store.get(f"ns/{p['metadata']['name']}") for p in decoded)
+    assert a is not None and b is not None
+    assert a == slim_pod(copy.deepcopy(decoded[0])) and b == slim_pod(copy.deepcopy(decoded[1]))
+    key_a = next(k for k in a["status"] if k == "containerStatuses")
+    key_b = next(k for k in b["status"] if k == "containerStatuses")
+    assert key_a is key_b
+    assert a["metadata"]["labels"]["ome.io/inferenceservice"] is b["metadata"]["labels"]["ome.io/inferenceservice"]
+    assert a["status"]["message"] == b["status"]["message"]
+    assert a["status"]["message"] is not b["status"]["message"]
+    assert compact({"n": [1, None, True, 2.5]}) == {"n": [1, None, True, 2.5]}

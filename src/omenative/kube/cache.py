@@ -8,6 +8,7 @@ down, deletes carrying the last known state.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -91,6 +92,23 @@ def slim_pod(obj: Obj) -> Obj:
     return obj
 
 
+INTERN_MAX_CHARS = 128
+
+
+def compact(value: Any) -> Any:
+    """A decoded object rebuilt with its keys and short strings interned. JSON decoding makes a new string for every
+    key and value, so a thousand pods hold a thousand copies of "lastTransitionTime", their labels and the owner's
+    UID; interned, the cache holds one of each and takes about half the memory. Long strings (a message, a
+    serialized blob) are rarely repeated and are kept as they are."""
+    if isinstance(value, dict):
+        return {sys.intern(k): compact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [compact(v) for v in value]
+    if isinstance(value, str) and len(value) <= INTERN_MAX_CHARS:
+        return sys.intern(value)
+    return value
+
+
 def object_key(obj: Obj) -> str:
     meta = obj.get("metadata", {})
     ns = meta.get("namespace")
@@ -164,8 +182,7 @@ class Store:
                     index.setdefault(value, set()).add(key)
 
     def upsert(self, obj: Obj, *, initial: bool = False) -> None:
-        if self.transform is not None:
-            obj = self.transform(obj)
+        obj = compact(self.transform(obj) if self.transform is not None else obj)
         key = object_key(obj)
         old = self._items.get(key)
         self._items[key] = obj

@@ -65,8 +65,7 @@ class InferenceReplicaController:
             return None  # only the bootstrap so far: the InferenceService controller's apply follows
         isvc = (spec.get("parentRef") or {}).get("name") or name
         component = spec.get("component") or c.ENGINE
-        revision = objects.revision_hash(runners, spec.get("pairingProtocol"),
-                                         int((ir.get("status") or {}).get("collisionCount") or 0))
+        revision = ctx.revisions.of(ir)
         # Everything the plan reads is taken from the caches here, before any await, so it is one moment's view.
         pods: dict[int, list[PodFacts]] = {}
         for pod in ctx.by_index(PODS, BY_REPLICA, key):

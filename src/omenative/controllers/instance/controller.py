@@ -48,9 +48,7 @@ class InstanceController:
     def runners_for(self, ir: Obj, isvc: str, component: str, revision: str | None) -> list[Obj] | None:
         spec = ir.get("spec") or {}
         runners: list[Obj] = spec.get("runners") or []
-        current = objects.revision_hash(runners, spec.get("pairingProtocol"),
-                                        int((ir.get("status") or {}).get("collisionCount") or 0))
-        if not revision or revision == current:
+        if not revision or revision == self.ctx.revisions.of(ir):
             return runners or None
         stored = self.ctx.get(CONTROLLER_REVISIONS, ir["metadata"]["namespace"],
                               naming.revision_name(isvc, component, revision))
