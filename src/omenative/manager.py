@@ -28,11 +28,13 @@ from omenative.controllers.context import (
     BY_MODEL,
     BY_NODE,
     BY_REPLICA,
+    BY_ROUTED_POD,
     BY_RUNTIME,
     Context,
     DecodedRows,
     instance_key_of,
     replica_key_of,
+    routed_pod_index,
 )
 from omenative.controllers.inferencereplica.controller import InferenceReplicaController
 from omenative.controllers.inferenceservice.controller import InferenceServiceController, creations_key
@@ -240,7 +242,8 @@ class Manager:
             caches.add(resource)
         caches.add(r.CRDS, field_selector=f"metadata.name={c.PODGROUP_CRD}")
         # The Services' slices (they carry the Service's labels): a drained pod is deleted once none routes to it.
-        caches.add(r.ENDPOINT_SLICES, label_selector=c.LABEL_ISVC, indexers={BY_ISVC: _isvc_label_index})
+        caches.add(r.ENDPOINT_SLICES, label_selector=c.LABEL_ISVC,
+                   indexers={BY_ISVC: _isvc_label_index, BY_ROUTED_POD: routed_pod_index})
         caches.add(r.PODGROUPS, label_selector=managed, start=False,
                    indexers={BY_REPLICA: _key_index(replica_key_of)})
 

@@ -13,8 +13,18 @@ Phases (N copies of the multi-node guide's two-Instance InferenceService, four p
 - repair:   after idle, a worker of 20 random Instances is OOM-killed: time to `RestartTriggered` and to
             `RestartCompleted` (p50/p99), from the kill to the event's arrival on a watch, and from the restart
             showing on the bench's pod watch (the simulated kubelet's part done) to `RestartTriggered`.
+- rollout:  after repair, the runtime's image changes: time until every Instance runs the new revision and is
+            Ready, and omenative's writes for it.
+- scale:    on a fresh control plane, one component of single-pod Instances (the catalog's single-node runtime
+            for the model, asking for 0.1 CPU instead of a GPU) is scaled from 1 to `--scale-instances` (5,000):
+            time to Ready, its InferenceReplica's status size in bytes, omenative's RSS.
+- memory:   the same component scaled on to `--memory-pods` (10,000): omenative's RSS with that many pods cached.
 
-    python -m tests.support.bench [--services 500] [--phases floor,converge,idle,repair] [--output DIR]
+Each phase that runs omenative also reports what its caches hold, by resource (objects, JSON bytes, heap bytes
+decoded and transformed as the manager does); `--profile` samples omenative with py-spy during converge.
+
+    python -m tests.support.bench [--services 500] [--phases floor,converge,idle,repair,rollout,scale,memory]
+                                  [--scale-instances 5000] [--memory-pods 10000] [--profile] [--output DIR]
 """
 
 from __future__ import annotations
@@ -45,24 +55,32 @@ import structlog
 from omenative.api.config import ControllerConfig
 from omenative.api.types import BaseModelSpec
 from omenative.controllers.inferenceservice import desired
-from omenative.kube.cache import Store, strip_server_fields
+from omenative.kube.cache import Store, object_key, strip_server_fields
 from omenative.kube.client import ApiError, KubeClient
 from omenative.kube.reflector import Informer
-from omenative.kube.resources import EVENTS, INFERENCE_SERVICES, PODGROUPS, PODS, SERVICES, Resource
+from omenative.kube.resources import (
+    EVENTS,
+    INFERENCE_REPLICAS,
+    INFERENCE_SERVICES,
+    PODGROUPS,
+    PODS,
+    SERVICES,
+    Resource,
+)
 from omenative.manager import Manager, Options
 from omenative.observe.pods import is_true
 from omenative.render import objects
 from omenative.render.pods import InstanceRef, render_instance
 from omenative.render.templates import ModelInfo
 from tests.support import faults
-from tests.support.catalog import CATALOG, MULTI_NODE_SEED, seed_yaml_blocks
+from tests.support.catalog import CATALOG, MULTI_NODE_SEED, load, seed_yaml_blocks
 from tests.support.cluster import REPO, ControlPlane
 from tests.support.controller import ControllerProcess
 from tests.support.model_agent import QWEN3_LEARNED
 from tests.support.omenative import install_crds
 
 Obj = dict[str, Any]
-PHASES = ("floor", "converge", "idle", "repair")
+PHASES = ("floor", "converge", "idle", "repair", "rollout", "scale", "memory")
 NAMESPACE = "bench"
 MODEL = "qwen3-0-6b"
 CONCURRENCY = 64
@@ -84,6 +102,40 @@ def guide_objects() -> tuple[Obj, Obj]:
     runtime, _, isvc = seed_yaml_blocks(MULTI_NODE_SEED)
     return runtime, isvc
 
+
+SCALE_RUNTIME = "srt-qwen3-0-6b"  # the catalog's single-node runtime for the guide's model
+PODS_PER_NODE = 110  # a simulated node's pod capacity
+
+
+def single_pod_objects() -> tuple[Obj, Obj]:
+    """The catalog's single-node runtime for the guide's model, asking for a tenth of a CPU instead of a GPU so
+    that 10,000 pods fit on a hundred simulated nodes, and an InferenceService of one single-pod Instance."""
+    runtime = load("runtimes/srt/Qwen/qwen3-0-6b-rt.yaml")
+    small = {"cpu": "100m", "memory": "256Mi"}
+    runner = runtime["spec"]["engineConfig"]["runner"]
+    runner["resources"] = {"requests": dict(small), "limits": dict(small)}
+    isvc = {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": "scale", "namespace": NAMESPACE},
+            "spec": {"model": {"name": MODEL}, "runtime": {"name": SCALE_RUNTIME},
+                     # A single-pod engine is OME's RawDeployment unless it asks for OMENative.
+                     "engine": {"annotations": {"ome.io/deploymentMode": "OMENative"},
+                                "minReplicas": 1, "maxReplicas": 20000}}}
+    return runtime, isvc
+
+
+def _replace_images(obj: Any, change: Callable[[str], str]) -> int:
+    """Changes every container image in a runtime; returns how many it changed."""
+    changed = 0
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if key == "image" and isinstance(value, str):
+                obj[key] = change(value)
+                changed += 1
+            else:
+                changed += _replace_images(value, change)
+    elif isinstance(obj, list):
+        changed += sum(_replace_images(v, change) for v in obj)
+    return changed
 
 def service_name(i: int) -> str:
     return f"svc-{i:04d}"
@@ -140,12 +192,14 @@ class Tracker:
         self.started = time.monotonic()
         self.pods = Store(PODS)
         self.isvcs = Store(INFERENCE_SERVICES)
+        self.irs = Store(INFERENCE_REPLICAS)
         self.ready_pods: set[str] = set()
         self.ready_isvcs: set[str] = set()
         self.pod_timeline: list[tuple[float, int]] = [(0.0, 0)]
         self.on_pod: Callable[[Obj], None] | None = None
         self.informers = [Informer(kube, self.pods, namespaces=[NAMESPACE]),
-                          Informer(kube, self.isvcs, namespaces=[NAMESPACE])]
+                          Informer(kube, self.isvcs, namespaces=[NAMESPACE]),
+                          Informer(kube, self.irs, namespaces=[NAMESPACE])]
         self.pods.add_handler(_Handler(self._pod))
         self.isvcs.add_handler(_Handler(self._isvc))
 
@@ -392,6 +446,8 @@ class Bench:
     workers: int | None
     output: Path
     profile: bool = False
+    scale_instances: int = 5000
+    memory_pods: int = 10000
     figures: Obj = attrs.field(factory=dict)
     runtime: Obj = attrs.field(factory=dict)
     isvc: Obj = attrs.field(factory=dict)
@@ -401,15 +457,16 @@ class Bench:
     def pods(self) -> int:
         return self.services * PODS_PER_SERVICE
 
-    async def fresh_cluster(self) -> tuple[ControlPlane, KubeClient]:
+    async def fresh_cluster(self, nodes: int | None = None, runtime: Obj | None = None
+                            ) -> tuple[ControlPlane, KubeClient]:
         ControlPlane.discard(self.cluster)
-        control_plane = ControlPlane.up(self.cluster, "--bench", "--gpu-nodes", str(self.nodes), "--cpu-nodes", "0",
-                                        "--model", MODEL)
+        control_plane = ControlPlane.up(self.cluster, "--bench", "--gpu-nodes", str(nodes or self.nodes),
+                                        "--cpu-nodes", "0", "--model", MODEL)
         kube = await KubeClient.connect(str(control_plane.kubeconfig), timeout=REQUEST_TIMEOUT)
         kube.api_client.user_agent = CLIENT_AGENT
         await install_crds(control_plane)
         await control_plane.kubectl("create", "namespace", NAMESPACE)
-        await control_plane.kubectl("apply", "--server-side", "-f", "-", stdin=json.dumps(self.runtime))
+        await control_plane.kubectl("apply", "--server-side", "-f", "-", stdin=json.dumps(runtime or self.runtime))
         await control_plane.kubectl("apply", "--server-side", "-f",
                                     str(CATALOG / "models" / "Qwen" / "Qwen3-0.6B.yaml"))
         await control_plane.kubectl("patch", "clusterbasemodel", MODEL, "--type", "merge",
@@ -541,6 +598,8 @@ class Bench:
                 await self.idle(audit, pid)
             if "repair" in phases:
                 await self.repair(kube, tracker)
+            if "rollout" in phases:
+                await self.rollout(control_plane, kube, tracker, audit)
         finally:
             sampling = False
             await sampler
@@ -620,6 +679,99 @@ class Bench:
             f"RestartCompleted p50 {_spread(completed)['p50']}s p99 {_spread(completed)['p99']}s")
 
 
+    async def rollout(self, control_plane: ControlPlane, kube: KubeClient, tracker: Tracker, audit: Audit) -> None:
+        """An image change of the runtime every InferenceService uses: time until every Instance runs the new
+        revision and is Ready again, and omenative's writes for it."""
+        before = {object_key(ir): (ir.get("status") or {}).get("updateRevision") for ir in tracker.irs.objects()}
+        runtime = copy.deepcopy(self.runtime)
+        images = _replace_images(runtime, lambda image: image + "-rollout")
+        offset = audit.offset()
+        started = time.monotonic()
+        log(f"rollout: changing the runtime's image ({images} runners) under {len(before)} InferenceReplicas")
+        await control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+                                    stdin=json.dumps(runtime))
+
+        def rolled(key: str) -> bool:
+            ir = tracker.irs.get(key)
+            if ir is None:
+                return False
+            status, replicas = ir.get("status") or {}, (ir.get("spec") or {}).get("replicas")
+            return (status.get("updateRevision") not in (None, before[key])
+                    and status.get("currentRevision") == status.get("updateRevision")
+                    and status.get("updatedReadyReplicas") == replicas == status.get("readyReplicas"))
+
+        done = await until(lambda: all(rolled(k) for k in before), self.timeout,
+                           "every Instance on the new revision and Ready")
+        await asyncio.sleep(2)  # the last writes reach the audit log
+        writes = audit.writes("omenative/", offset)
+        self.figures["rollout"] = {"instances": sum(int((tracker.irs.get(k) or {}).get("spec", {}).get("replicas")
+                                                        or 0) for k in before),
+                                   "all_on_new_revision_s": round(done, 2), "since_first_write_s":
+                                       round(time.monotonic() - started - 2, 2),
+                                   "writes": sum(writes.values()), "writes_by_verb_resource": writes}
+        log(f"rollout: every Instance on the new revision and Ready in {done:.1f}s ({sum(writes.values())} writes)")
+
+    async def scale(self, phases: list[str]) -> None:
+        """One component of single-pod Instances scaled to `scale_instances` (then to `memory_pods`): time to Ready,
+        the InferenceReplica's status size, omenative's RSS with that many pods cached."""
+        targets = [n for phase, n in (("scale", self.scale_instances), ("memory", self.memory_pods))
+                   if phase in phases]
+        nodes = max(2, -(-max(targets) * 11 // (10 * PODS_PER_NODE)))
+        runtime, isvc = single_pod_objects()
+        control_plane, kube = await self.fresh_cluster(nodes=nodes, runtime=runtime)
+        tracker = Tracker(kube)
+        await tracker.start()
+        audit = Audit(control_plane)
+        process = await ControllerProcess(control_plane, "--metrics-bind-address", "0", "--log-level", "warning",
+                                          *(["--workers", str(self.workers)] if self.workers else []),
+                                          name="bench-scale").start()
+        assert process.process is not None
+        pid = process.process.pid
+        name = isvc["metadata"]["name"]
+        replica = f"{name}-engine"
+        try:
+            await kube.create(INFERENCE_SERVICES, isvc, NAMESPACE)
+            await until(lambda: name in tracker.ready_isvcs, self.timeout, "the single-pod InferenceService Ready")
+            for phase, target in zip([p for p in ("scale", "memory") if p in phases], targets, strict=True):
+                offset = audit.offset()
+                profiler = Profiler(pid, self.output / f"profile-{phase}.raw")
+                if self.profile:
+                    await profiler.start()
+                log(f"{phase}: scaling {replica} to {target} single-pod Instances on {nodes} nodes")
+                await kube.patch(INFERENCE_REPLICAS, replica, {"spec": {"replicas": target}}, NAMESPACE,
+                                 subresource="scale")
+
+                def ready(target: int = target) -> bool:
+                    status = (tracker.irs.get(f"{NAMESPACE}/{replica}") or {}).get("status") or {}
+                    return status.get("readyReplicas") == target and len(tracker.ready_pods) >= target
+
+                took = await until(ready, self.timeout, f"{target} Instances Ready", interval=1.0)
+                isvc_ready = took + await until(lambda: name in tracker.ready_isvcs, self.timeout,
+                                                "the InferenceService Ready")
+                profile = await profiler.stop()
+                await asyncio.sleep(2)
+                ir = await kube.get(INFERENCE_REPLICAS, replica, NAMESPACE)
+                writes = audit.writes("omenative/", offset)
+                figure = {"instances": target, "pods_cached": len(tracker.pods), "nodes": nodes,
+                          "ready_s": round(took, 2), "isvc_ready_s": round(isvc_ready, 2),
+                          "status_bytes": len(json.dumps(ir.get("status") or {}, separators=(",", ":"))),
+                          "status_encoding": "instanceStatusColumns" if "instanceStatusColumns" in (
+                              ir.get("status") or {}) else "instanceStatuses",
+                          "controller_rss_mib": round(memory_kib(pid, "VmRSS") / 1024, 1),
+                          "controller_peak_rss_mib": round(memory_kib(pid, "VmHWM") / 1024, 1),
+                          "writes": sum(writes.values()), "writes_by_verb_resource": writes,
+                          "cache_by_resource": await cache_breakdown(kube)}
+                if profile:
+                    figure["profile"] = profile
+                self.figures[phase] = figure
+                log(f"{phase}: {target} Instances Ready in {took:.1f}s, status {figure['status_bytes']} bytes, "
+                    f"RSS {figure['controller_rss_mib']} MiB (peak {figure['controller_peak_rss_mib']})")
+        finally:
+            await process.stop()
+            await tracker.stop()
+            await kube.close()
+            control_plane.down()
+
 def _spread(values: list[float]) -> Obj:
     if not values:
         return {"n": 0, "p50": None, "p99": None}
@@ -687,12 +839,16 @@ async def main(argv: list[str] | None = None) -> int:
                         help="simulated 8-GPU nodes (default: enough for every pod plus 10%%)")
     parser.add_argument("--idle-seconds", type=float, default=300)
     parser.add_argument("--repairs", type=int, default=20)
+    parser.add_argument("--scale-instances", type=int, default=5000,
+                        help="the scale phase's single-pod Instances in one component")
+    parser.add_argument("--memory-pods", type=int, default=10000,
+                        help="the memory phase scales the same component on to this many pods")
     parser.add_argument("--workers", type=int, default=None, help="omenative's --workers (default: its own)")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--output", default=str(REPO / ".work" / "bench"))
     parser.add_argument("--profile", action="store_true",
-                        help="sample omenative with py-spy during converge (profile-converge.raw, top functions in "
-                             "the JSON)")
+                        help="sample omenative with py-spy during converge, scale and memory (profile-PHASE.raw, top "
+                             "functions in the JSON)")
     args = parser.parse_args(argv)
     phases = [p for p in args.phases.split(",") if p]
     unknown = set(phases) - set(PHASES)
@@ -701,7 +857,8 @@ async def main(argv: list[str] | None = None) -> int:
     nodes = args.nodes or max(2, -(-args.services * PODS_PER_SERVICE * 11 // 80))
     bench = Bench(services=args.services, cluster=args.cluster, nodes=nodes, idle_seconds=args.idle_seconds,
                   repairs=args.repairs, timeout=args.timeout, workers=args.workers,
-                  output=Path(args.output), profile=args.profile)
+                  output=Path(args.output), profile=args.profile, scale_instances=args.scale_instances,
+                  memory_pods=args.memory_pods)
     bench.runtime, bench.isvc = guide_objects()
     figures: Obj = {"services": args.services, "pods": bench.pods, "nodes": nodes, "cpus": os.cpu_count(),
                     "python": platform.python_version(),
@@ -711,8 +868,10 @@ async def main(argv: list[str] | None = None) -> int:
     try:
         if "floor" in phases:
             await bench.floor()
-        if any(p in phases for p in ("converge", "idle", "repair")):
+        if any(p in phases for p in ("converge", "idle", "repair", "rollout")):
             await bench.converge(phases)
+        if any(p in phases for p in ("scale", "memory")):
+            await bench.scale(phases)
     except (TimeoutError, ApiError) as exc:
         log(f"failed: {exc}")
         figures["error"] = str(exc)

@@ -46,14 +46,27 @@ def test_one_version_is_decoded_once_and_a_new_version_again(decodes: list[int])
         first[5] = InstanceStatus(index=5)  # type: ignore[index]
 
 
-def test_the_oldest_versions_are_forgotten_past_the_capacity(decodes: list[int]) -> None:
+def test_only_the_two_newest_versions_of_an_object_are_kept(decodes: list[int]) -> None:
+    """A busy replica's status changes hundreds of times; its old decodings must not pile up."""
+    rows = DecodedRows()
+    for rv in range(1, 101):
+        rows.of(replica(str(rv), ["Ready"] * 50))
+    assert len(decodes) == 100 and len(rows) == 2
+    rows.of(replica("99", ["Ready"] * 50))
+    rows.of(replica("100", ["Ready"] * 50))
+    assert len(decodes) == 100  # the previous and the newest: an update handler's old and new
+    rows.of(replica("1", ["Ready"] * 50))  # forgotten: decoded again
+    assert len(decodes) == 101
+
+
+def test_the_least_recently_used_objects_are_forgotten_past_the_capacity(decodes: list[int]) -> None:
     rows = DecodedRows(capacity=2)
-    for rv in ("1", "2", "3"):
-        rows.of(replica(rv, ["Ready"]))
+    for uid in ("a", "b", "c"):
+        rows.of(replica("1", ["Ready"], uid=uid))
     assert len(decodes) == 3
-    rows.of(replica("3", ["Ready"]))
+    rows.of(replica("1", ["Ready"], uid="c"))
     assert len(decodes) == 3
-    rows.of(replica("1", ["Ready"]))  # evicted: decoded again
+    rows.of(replica("1", ["Ready"], uid="a"))  # evicted: decoded again
     assert len(decodes) == 4
 
 

@@ -12,9 +12,10 @@ Fields absent from the input stay None, so `to_dict(from_dict(x)) == x`; default
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, Union, get_args, get_origin
 
 import attrs
@@ -119,29 +120,57 @@ def _is_model(tp: Any) -> bool:
 
 
 def _convert_in(tp: Any, value: Any) -> Any:
+    convert = _converter(tp)
+    return value if convert is None or value is None else convert(value)
+
+
+@functools.cache
+def _converter(tp: Any) -> Callable[[Any], Any] | None:
+    """How a JSON value becomes a field of type `tp` (None: as it is), worked out once per type: inspecting the
+    type hints on every value made decoding a large status slow."""
     tp = _strip_optional(tp)
-    if value is None:
-        return None
     if _is_model(tp):
-        return from_dict(tp, value) if isinstance(value, Mapping) else value
+        return lambda v: from_dict(tp, v) if isinstance(v, Mapping) else v
     origin = get_origin(tp)
     if origin is list:
         (item,) = get_args(tp)
-        return [_convert_in(item, v) for v in value] if isinstance(value, list) else value
+        maybe = _converter(item)
+        if maybe is None:
+            return lambda v: list(v) if isinstance(v, list) else v
+        each: Callable[[Any], Any] = maybe
+        return lambda v: [None if x is None else each(x) for x in v] if isinstance(v, list) else v
     if origin is dict:
         _, item = get_args(tp)
-        return {k: _convert_in(item, v) for k, v in value.items()} if isinstance(value, Mapping) else value
-    return value
+        maybe_value = _converter(item)
+        if maybe_value is None:
+            return lambda v: dict(v) if isinstance(v, Mapping) else v
+        each_value: Callable[[Any], Any] = maybe_value
+        return lambda v: {k: None if x is None else each_value(x) for k, x in v.items()} if isinstance(v, Mapping) \
+            else v
+    return None
+
+
+_Plan = tuple[tuple[tuple[str, str, Callable[[Any], Any] | None], ...], frozenset[str]]
+_PLANS: dict[type, _Plan] = {}
+
+
+def _decoding_plan(cls: type[Model]) -> _Plan:
+    """(attribute, JSON key, converter) of every field, and the JSON keys the model knows (cached per class)."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        fields = tuple((attribute.name, meta.name, _converter(tp)) for attribute, meta, tp in model_fields(cls))
+        plan = _PLANS[cls] = (fields, frozenset(key for _, key, _ in fields))
+    return plan
 
 
 def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
     kwargs: dict[str, Any] = {}
-    known: set[str] = set()
-    for attribute, meta, tp in model_fields(cls):
-        known.add(meta.name)
-        if meta.name in data:
-            kwargs[attribute.name] = _convert_in(tp, data[meta.name])
-    extra = {k: v for k, v in data.items() if k not in known}
+    fields, known = _decoding_plan(cls)
+    for name, key, convert in fields:
+        if key in data:
+            value = data[key]
+            kwargs[name] = value if convert is None or value is None else convert(value)
+    extra = {k: v for k, v in data.items() if k not in known} if len(data) > len(kwargs) else {}
     return cls(extra=extra, **kwargs)
 
 

@@ -46,8 +46,28 @@ BY_ISVC = "isvc"  # namespaced children: "{namespace}/{isvc}"
 BY_RUNTIME = "runtime"  # InferenceServices: the runtime name they name, or "" to auto-select
 BY_MODEL = "model"  # InferenceServices: the model name they name
 BY_NODE = "node"  # pods: the node they are bound to
+BY_ROUTED_POD = "routed-pod"  # EndpointSlices: "{namespace}/{pod}" of each ready or serving endpoint
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # set by the EndpointSlice controller on each slice
 HEADLESS_LABEL = "service.kubernetes.io/headless"  # ...and this one on the slices of a headless Service
+
+
+def routed_pod_index(endpoint_slice: Obj) -> list[str]:
+    """EndpointSlices by the pods they route to ("{namespace}/{pod}"), listing only endpoints that are ready or
+    serving, and no headless Service's slices (they list every pod with an address). An index, so that an Instance
+    asks about its own pods instead of reading every slice of its InferenceService."""
+    meta = endpoint_slice.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    isvc = labels.get(c.LABEL_ISVC)
+    if HEADLESS_LABEL in labels or not isvc or labels.get(SERVICE_NAME_LABEL) in {
+            naming.headless_service_name(isvc, component) for component in c.COMPONENTS}:
+        return []
+    out = []
+    for endpoint in endpoint_slice.get("endpoints") or []:
+        ref = endpoint.get("targetRef") or {}
+        conditions = endpoint.get("conditions") or {}
+        if ref.get("kind") == "Pod" and ref.get("name") and (conditions.get("ready") or conditions.get("serving")):
+            out.append(f"{meta.get('namespace')}/{ref['name']}")
+    return out
 
 
 def replica_key_of(obj: Obj) -> str | None:
@@ -68,26 +88,41 @@ def instance_key_of(obj: Obj) -> str | None:
 
 
 class PerVersion(Generic[T]):
-    """A value derived from a cached object, computed once per version of the object (uid, resourceVersion) and
-    shared by every reader; the least recently used versions are forgotten past `capacity`."""
+    """A value derived from a cached object, computed once per version of the object and shared by every reader.
+
+    Only the two newest versions of each object are kept (an update handler compares the old with the new; nobody
+    reads older ones), for the `capacity` objects used most recently: a replica of 2,000 Instances whose status
+    changed a hundred times must not keep a hundred decodings of 2,000 rows.
+    """
+
+    VERSIONS_KEPT = 2
 
     def __init__(self, derive: Callable[[Obj], T], capacity: int) -> None:
         self.derive = derive
         self.capacity = capacity
-        self._memo: OrderedDict[tuple[str, str], T] = OrderedDict()
+        self._memo: OrderedDict[str, list[tuple[str, T]]] = OrderedDict()  # uid -> [(resourceVersion, value)]
 
     def of(self, obj: Obj) -> T:
         meta = obj.get("metadata") or {}
-        key = (str(meta.get("uid", "")), str(meta.get("resourceVersion", "")))
-        if key in self._memo:
-            self._memo.move_to_end(key)
-            return self._memo[key]
+        uid, version = str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))
+        versions = self._memo.get(uid)
+        if versions is not None:
+            self._memo.move_to_end(uid)
+            for known, value in versions:
+                if known == version:
+                    return value
         value = self.derive(obj)
-        if key[1]:  # only what the server versioned can be remembered
-            self._memo[key] = value
+        if version:  # only what the server versioned can be remembered
+            versions = self._memo.setdefault(uid, [])
+            versions.append((version, value))
+            del versions[:-self.VERSIONS_KEPT]
             if len(self._memo) > self.capacity:
                 self._memo.popitem(last=False)
         return value
+
+    def __len__(self) -> int:
+        """Versions remembered."""
+        return sum(len(v) for v in self._memo.values())
 
 
 def rows_by_index(replica: Obj) -> Mapping[int, InstanceStatus]:
@@ -102,7 +137,7 @@ class DecodedRows(PerVersion[Mapping[int, InstanceStatus]]):
     made a pass over a fleet quadratic.
     """
 
-    def __init__(self, capacity: int = 512) -> None:
+    def __init__(self, capacity: int = 4096) -> None:
         super().__init__(rows_by_index, capacity)
 
 
@@ -189,19 +224,8 @@ class Context:
         which list every pod with an address) still lists as ready or serving."""
         if not self.caches.has(ENDPOINT_SLICES) or not names:
             return frozenset()
-        headless = {naming.headless_service_name(isvc, component) for component in c.COMPONENTS}
-        routed: set[str] = set()
-        for endpoint_slice in self.by_index(ENDPOINT_SLICES, BY_ISVC, f"{namespace}/{isvc}"):
-            labels = endpoint_slice["metadata"].get("labels") or {}
-            if labels.get(SERVICE_NAME_LABEL) in headless or HEADLESS_LABEL in labels:
-                continue
-            for endpoint in endpoint_slice.get("endpoints") or []:
-                ref = endpoint.get("targetRef") or {}
-                conditions = endpoint.get("conditions") or {}
-                if ref.get("kind") == "Pod" and ref.get("name") in names and \
-                        (conditions.get("ready") or conditions.get("serving")):
-                    routed.add(ref["name"])
-        return frozenset(routed)
+        store = self.caches.store(ENDPOINT_SLICES)
+        return frozenset(name for name in names if store.by_index(BY_ROUTED_POD, f"{namespace}/{name}"))
 
     def podgroups_cached(self) -> bool:
         return self.caches.synced(PODGROUPS)
