@@ -142,6 +142,29 @@ def encode_rows(rows: list[InstanceStatus]) -> JSONDict:
     return {"instanceStatusEncoding": ENCODING, "instanceStatusColumns": _shrink(columns)}
 
 
+POD_COUNT_FIELDS = ("podCount", "servingPodCount", "availablePodCount")
+POD_COUNT_COLUMNS = ("podCounts", "servingPodCounts", "availablePodCounts")
+
+
+def without_pod_counts(status: JSONDict) -> JSONDict:
+    """A status with its rows' pod counts left out, in either encoding."""
+    out = dict(status)
+    rows = out.get("instanceStatuses")
+    if isinstance(rows, list):
+        out["instanceStatuses"] = [{k: v for k, v in row.items() if k not in POD_COUNT_FIELDS}
+                                   if isinstance(row, dict) else row for row in rows]
+    columns = out.get("instanceStatusColumns")
+    if isinstance(columns, dict):
+        out["instanceStatusColumns"] = {k: v for k, v in columns.items() if k not in POD_COUNT_COLUMNS}
+    return out
+
+
+def progress_only(old: JSONDict, new: JSONDict) -> bool:
+    """Whether a new status differs from the old one only in its rows' pod counts (routine progress: pods created,
+    scheduled, put in rotation) and not in any phase, condition, revision or replica count."""
+    return old != new and without_pod_counts(old) == without_pod_counts(new)
+
+
 def decode_rows(status: JSONDict | None) -> list[InstanceStatus]:
     status = status or {}
     if status.get("instanceStatusEncoding") == ENCODING:

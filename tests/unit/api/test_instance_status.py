@@ -13,6 +13,7 @@ from omenative.api.instance_status import (
     encode_rows,
     format_index_set,
     parse_index_set,
+    progress_only,
 )
 from omenative.api.types import InstanceOperation, InstanceStatus, LastFailure
 
@@ -84,3 +85,20 @@ def test_a_small_fleet_keeps_the_readable_dense_rows() -> None:
 def test_index_sets(indexes: list[int], text: str) -> None:
     assert format_index_set(indexes) == text
     assert parse_index_set(text) == sorted(set(indexes))
+
+
+@pytest.mark.parametrize("instances", [1, 200])  # the dense encoding, then the columnar one
+def test_only_pod_counts_moving_is_progress(instances: int) -> None:
+    """Pods created or put in rotation move only the counts (written later, with the next change that matters); a
+    phase or a replica count moving is never progress only."""
+    def status(phase: str, pods: int, ready: int = 0) -> dict:
+        rows = [InstanceStatus(index=i, incarnation=1, phase=phase, pod_count=pods, serving_pod_count=0,
+                               available_pod_count=0) for i in range(instances)]
+        return {"readyReplicas": ready, **encode_rows(rows)}
+
+    creating = status("Creating", 0)
+    assert ("instanceStatuses" in creating) is (instances == 1)
+    assert progress_only(creating, status("Creating", 2))
+    assert not progress_only(creating, creating)  # nothing to write at all
+    assert not progress_only(creating, status("Ready", 2))
+    assert not progress_only(creating, status("Creating", 2, ready=1))

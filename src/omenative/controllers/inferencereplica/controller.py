@@ -12,7 +12,7 @@ from omenative.api import constants as c
 from omenative.api import naming
 from omenative.api.conditions import settle
 from omenative.api.defaults import RECREATE, SURGE_THEN_DRAIN, ready_timeout
-from omenative.api.instance_status import encode_rows
+from omenative.api.instance_status import encode_rows, progress_only
 from omenative.api.readiness import desired_instances
 from omenative.api.types import RetryBlock, RolloutHold
 from omenative.api.units import InvalidValue, format_duration, optional_duration
@@ -28,6 +28,8 @@ from omenative.render import objects
 from omenative.render.pods import pod_count
 
 log = structlog.get_logger(__name__)
+# Pod counts alone (routine progress) wait this long for a change that matters before they are written on their own.
+PROGRESS_PERIOD = 5.0
 Obj = dict[str, Any]
 
 
@@ -40,6 +42,7 @@ class InferenceReplicaController:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        self._progress: dict[str, float] = {}  # replica -> when its status first had only pod counts to write
 
     async def reconcile(self, key: str) -> Result | None:
         ctx = self.ctx
@@ -102,6 +105,15 @@ class InferenceReplicaController:
             status["rolloutHold"] = result.rollout_hold.to_dict()
         if old_status.get("collisionCount"):
             status["collisionCount"] = old_status["collisionCount"]
+        if not deleting and progress_only(old_status, status):
+            # Only pod counts moved (pods created, scheduled, in rotation): they ride along with the next change
+            # that matters, or are written once they have waited PROGRESS_PERIOD.
+            waited = ctx.wall_clock() - self._progress.setdefault(key, ctx.wall_clock())
+            if waited < PROGRESS_PERIOD:
+                later = PROGRESS_PERIOD - waited
+                return Result(requeue_after=min(later, result.wake_in + 0.5) if result.wake_in is not None
+                              else later)
+        self._progress.pop(key, None)
         written = await ctx.applier.apply_status(INFERENCE_REPLICAS, name, namespace, status)
         version = (written or {}).get("metadata", {}).get("resourceVersion")
         if version and version != meta.get("resourceVersion"):  # a write was made (not skipped as a no-op)
