@@ -341,3 +341,18 @@ def test_in_place_only_is_refused_once_with_a_warning() -> None:
     assert phases(plan) == {0: ("Ready", 1)}
     assert [e.reason for e in plan.events] == ["InPlaceUpdateNotPossible"]
     assert replica.plan(view(plan.rows, {0: gang(0)}, update_strategy="InPlaceOnly")).events == []
+
+
+def test_a_large_scale_up_starts_slowly_and_doubles_as_pods_appear() -> None:
+    """1 -> 100 Instances: 16 at first; while their pods are not created nothing more is added (a refused create
+    stalls 16 Instances, not 99); once they have pods the batch doubles."""
+    first = replica.plan(view([row(0, "Ready")], {0: gang(0)}, replicas=100))
+    assert len(first.rows) == 17
+    creating = [r for r in first.rows if r.phase == "Creating"]
+    stalled = replica.plan(view(list(first.rows), {0: gang(0)}, replicas=100))
+    assert len(stalled.rows) == 17
+    grown = replica.plan(view(list(first.rows), {0: gang(0)} | {r.index or 0: gang(r.index or 0) for r in creating},
+                              replicas=100))
+    assert len(grown.rows) == 34
+    small = replica.plan(view([], {}, replicas=16))
+    assert len(small.rows) == 16  # a fleet of up to 16 starts at once

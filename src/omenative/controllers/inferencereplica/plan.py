@@ -591,6 +591,9 @@ class _Planner:
         return tuple(answered)
 
 
+SLOW_START_INITIAL = 16
+
+
 def _lowest_free(taken: set[int]) -> int:
     i = 0
     while i in taken:
@@ -724,7 +727,13 @@ def plan(view: ReplicaView) -> ReplicaPlan:
                if r.phase == UPDATING and r.operation is not None and r.operation.surge_index is not None}
     active = [r for r in next_rows.values() if r.phase != DELETING and r.index not in targets]
     missing = (0 if view.deleting else view.replicas) - len(active)
-    for _ in range(max(missing, 0)):
+    # Slow start (the ReplicaSet controller's): Instances still waiting for their pods to be created hold back the
+    # next ones, and the batch doubles as pods appear, so a refused create (quota, an admission webhook) stalls a
+    # handful of Instances instead of thousands. Fleets up to SLOW_START_INITIAL Instances start at once.
+    waiting = sum(1 for r in active if r.phase == CREATING
+                  and len(view.pods.get(r.index or 0, [])) < view.pods_per_instance)
+    allowed = max(SLOW_START_INITIAL, len(active) - waiting) - waiting
+    for _ in range(max(min(missing, allowed), 0)):
         index = _lowest_free(taken)
         taken.add(index)
         row = InstanceStatus(index=index, incarnation=1, phase=CREATING, target_revision=view.update_revision,
