@@ -16,9 +16,11 @@ Phases (N copies of the multi-node guide's two-Instance InferenceService, four p
 - rollout:  after repair, the runtime's image changes: time until every Instance runs the new revision and is
             Ready, and omenative's writes for it.
 - scale:    on a fresh control plane, one component of single-pod Instances (the catalog's single-node runtime
-            for the model, asking for 0.1 CPU instead of a GPU) is scaled from 1 to `--scale-instances` (5,000):
+            for the model, asking for 0.1 CPU instead of a GPU) is scaled from 1 to `--scale-instances` (10 per
+            service: 5,000 at N = 500):
             time to Ready, its InferenceReplica's status size in bytes, omenative's RSS.
-- memory:   the same component scaled on to `--memory-pods` (10,000): omenative's RSS with that many pods cached.
+- memory:   the same component scaled on to `--memory-pods` (20 per service: 10,000 at N = 500): omenative's RSS
+            with that many pods cached.
 
 Each phase that runs omenative also reports what its caches hold, by resource (objects, JSON bytes, heap bytes
 decoded and transformed as the manager does); `--profile` samples omenative with py-spy during converge.
@@ -839,10 +841,12 @@ async def main(argv: list[str] | None = None) -> int:
                         help="simulated 8-GPU nodes (default: enough for every pod plus 10%%)")
     parser.add_argument("--idle-seconds", type=float, default=300)
     parser.add_argument("--repairs", type=int, default=20)
-    parser.add_argument("--scale-instances", type=int, default=5000,
-                        help="the scale phase's single-pod Instances in one component")
-    parser.add_argument("--memory-pods", type=int, default=10000,
-                        help="the memory phase scales the same component on to this many pods")
+    parser.add_argument("--scale-instances", type=int, default=None,
+                        help="the scale phase's single-pod Instances in one component (default: 10 per service, "
+                             "5,000 at N = 500)")
+    parser.add_argument("--memory-pods", type=int, default=None,
+                        help="the memory phase scales the same component on to this many pods (default: 20 per "
+                             "service, 10,000 at N = 500)")
     parser.add_argument("--workers", type=int, default=None, help="omenative's --workers (default: its own)")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--output", default=str(REPO / ".work" / "bench"))
@@ -857,8 +861,9 @@ async def main(argv: list[str] | None = None) -> int:
     nodes = args.nodes or max(2, -(-args.services * PODS_PER_SERVICE * 11 // 80))
     bench = Bench(services=args.services, cluster=args.cluster, nodes=nodes, idle_seconds=args.idle_seconds,
                   repairs=args.repairs, timeout=args.timeout, workers=args.workers,
-                  output=Path(args.output), profile=args.profile, scale_instances=args.scale_instances,
-                  memory_pods=args.memory_pods)
+                  output=Path(args.output), profile=args.profile,
+                  scale_instances=args.scale_instances or 10 * args.services,
+                  memory_pods=args.memory_pods or 20 * args.services)
     bench.runtime, bench.isvc = guide_objects()
     figures: Obj = {"services": args.services, "pods": bench.pods, "nodes": nodes, "cpus": os.cpu_count(),
                     "python": platform.python_version(),

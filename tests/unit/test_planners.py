@@ -356,3 +356,17 @@ def test_a_large_scale_up_starts_slowly_and_doubles_as_pods_appear() -> None:
     assert len(grown.rows) == 34
     small = replica.plan(view([], {}, replicas=16))
     assert len(small.rows) == 16  # a fleet of up to 16 starts at once
+
+
+def test_an_instance_that_recovered_from_a_restart_is_updated_at_once() -> None:
+    """Its last failure (one of its own pods, OOM-killed a minute ago) is not a failed surge: no backoff holds it.
+    A failure of a surge's replacement pod does."""
+    def failed(pod_name: str) -> InstanceStatus:
+        return attrs.evolve(outdated(0), last_failure=LastFailure(
+            pod_name=pod_name, reason="OOMKilled", exit_code=137, time=format_time(NOW - 10)))
+
+    restarted = replica.plan(view([failed("s-engine-0-worker-0")], {0: gang(0)}, max_surge=1))
+    assert phases(restarted) == {0: ("Updating", 1), 1: ("Creating", 1)}
+    surge_failed = replica.plan(view([failed("s-engine-1-worker-0")], {0: gang(0)}, max_surge=1))
+    assert phases(surge_failed) == {0: ("Ready", 1)}
+    assert surge_failed.rollout_hold is not None and surge_failed.rollout_hold.gate == "RetryBlock"

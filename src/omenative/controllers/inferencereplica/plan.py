@@ -469,6 +469,15 @@ class _Planner:
                 if target is not None and target.phase != DELETING:
                     rows[op.surge_index] = self.delete(target, "surge abandoned")
 
+    def surge_failed(self, row: InstanceStatus) -> bool:
+        """Whether the row's last failure is that of a surge it abandoned (a pod of its replacement, or no pod at
+        all), not one of its own pods failing (a restart it has recovered from, which must not hold its update)."""
+        failure = row.last_failure
+        if failure is None:
+            return False
+        own_pods = f"{self.view.revision_prefix}{row.index}-"  # pods are named {isvc}-{component}-{index}-...
+        return failure.pod_name is None or not failure.pod_name.startswith(own_pods)
+
     def surge_slots_held(self, rows: dict[int, InstanceStatus]) -> tuple[int, str]:
         """Surge slots in use: surges in flight, and pods listed beyond their Instances' own (terminating ones until
         their deletion grace elapses, live ones of another incarnation), in whole Instances. Also names a pod."""
@@ -536,7 +545,7 @@ class _Planner:
                           + (f"; {named}" if named else ""))
                 return
             for row in outdated[: 1 if one_at_a_time else room]:
-                failed_at = parse_time(row.last_failure.time) if row.last_failure else None
+                failed_at = parse_time(row.last_failure.time) if self.surge_failed(row) else None
                 if failed_at is not None and row.last_failure is not None and \
                         row.last_failure.reason not in ("PodMissing", "PodFailed") and \
                         not counts(row.last_failure.reason) and now - failed_at < view.retry_policy.backoff:
