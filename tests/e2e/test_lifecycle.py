@@ -387,7 +387,7 @@ async def test_a_new_replica_starts_at_min_replicas_and_is_never_ready_with_fewe
 
         for version in replicas.versions:
             if is_true(version, "Ready"):
-                assert version["status"]["readyReplicas"] >= 2, version["status"]
+                assert version["status"]["readyReplicas"] >= 2, json.dumps(version["status"])
         ready_services = [v for v in services.versions if is_true(v, "Ready")]
         assert ready_services, "the InferenceService was never recorded Ready"
         for version in ready_services:

@@ -370,3 +370,16 @@ def test_an_instance_that_recovered_from_a_restart_is_updated_at_once() -> None:
     surge_failed = replica.plan(view([failed("s-engine-1-worker-0")], {0: gang(0)}, max_surge=1))
     assert phases(surge_failed) == {0: ("Ready", 1)}
     assert surge_failed.rollout_hold is not None and surge_failed.rollout_hold.gate == "RetryBlock"
+
+
+def test_a_new_replica_is_ready_only_with_every_instance_and_later_tolerates_max_unavailable() -> None:
+    """minimum-available (maxUnavailable 1 of 2) keeps a replica Ready through the loss of an Instance, but never
+    makes a new replica Ready with 1 of its 2 Instances."""
+    from omenative.api.readiness import Serving, replica_ready
+    assert replica_ready(Serving(desired=2, total=2, ready=1, serving=1, max_unavailable=1,
+                                 established=False))[0] == "False"
+    assert replica_ready(Serving(desired=2, total=2, ready=1, serving=1, max_unavailable=1))[:2] == (
+        "True", "MinimumAvailable")
+    new = replica.plan(view([row(0, "Ready"), row(1, "Creating")], {0: gang(0)}, replicas=2, max_unavailable=1,
+                            was_ready=False))
+    assert next(c for c in new.conditions if c.type == "Ready").status == "False"

@@ -31,6 +31,9 @@ class Serving:
     ready: int  # Instances whose pods are all ready
     serving: int  # Instances whose pods are all in rotation
     max_unavailable: int | str | None = None
+    # Whether the replica was Ready before: the minimum-available rule tolerates Instances lost after that, but a
+    # new replica (or one that fell short) is Ready only once every desired Instance is.
+    established: bool = True
 
     @property
     def minimum(self) -> int:
@@ -43,7 +46,7 @@ class Serving:
 
     @property
     def enough(self) -> bool:
-        return self.serving >= self.minimum
+        return self.established and self.serving >= self.minimum
 
 
 def replica_ready(s: Serving) -> tuple[str, str, str]:

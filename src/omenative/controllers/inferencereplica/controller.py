@@ -161,6 +161,8 @@ class InferenceReplicaController:
             update_strategy=strategy.get("type") or SURGE_THEN_DRAIN,
             max_surge=rolling.get("maxSurge", ctx.config.max_surge),
             revision_prefix=naming.revision_name(isvc, component, ""),
+            was_ready=any(cond.get("type") == "Ready" and cond.get("status") == "True"
+                          for cond in status.get("conditions") or []),
             retry_blocks=[RetryBlock.from_dict(b) for b in status.get("retryBlocks") or [] if isinstance(b, dict)],
             retry_policy=RetryPolicy(attempts=ctx.config.update_retry_attempts,
                                      backoff=optional_duration(ctx.config.update_retry_backoff) or 0.0),

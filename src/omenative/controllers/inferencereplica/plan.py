@@ -70,6 +70,7 @@ class ReplicaView:
     ready_policy: str = ALL_POD_READY  # None is allowed for single-pod Instances only, where it is the same
     config: ControllerConfig = attrs.field(factory=ControllerConfig)
     revision_prefix: str = ""  # "{isvc}-{component}-": a revision's name is the prefix and its hash
+    was_ready: bool = True  # the written status says Ready=True
     retry_blocks: list[RetryBlock] = attrs.field(factory=list)
     retry_policy: RetryPolicy = attrs.field(factory=RetryPolicy)
     rollout_hold: RolloutHold | None = None  # as last written
@@ -545,7 +546,8 @@ class _Planner:
                           + (f"; {named}" if named else ""))
                 return
             for row in outdated[: 1 if one_at_a_time else room]:
-                failed_at = parse_time(row.last_failure.time) if self.surge_failed(row) else None
+                failed_at = parse_time(row.last_failure.time) if row.last_failure is not None and \
+                    self.surge_failed(row) else None
                 if failed_at is not None and row.last_failure is not None and \
                         row.last_failure.reason not in ("PodMissing", "PodFailed") and \
                         not counts(row.last_failure.reason) and now - failed_at < view.retry_policy.backoff:
@@ -622,7 +624,7 @@ def _ready_condition(view: ReplicaView, rows: list[InstanceStatus], counts_: Cou
                                  f"{len(live)} Instances on target)", last_transition_time=now)
     status, reason, message = replica_ready(Serving(
         desired=view.replicas, total=len(live), ready=counts_.ready, serving=counts_.serving,
-        max_unavailable=view.max_unavailable))
+        max_unavailable=view.max_unavailable, established=view.was_ready))
     return Condition(type="Ready", status=status, reason=reason, message=message, last_transition_time=now)
 
 

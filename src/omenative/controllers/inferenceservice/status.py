@@ -55,7 +55,9 @@ def component_condition(name: str, replica: Obj | None, max_unavailable: Any, no
         desired = min(max(desired, bounds[0]), max(bounds[1], bounds[0]))
     serving = Serving(desired=desired, total=int(status.get("replicas") or 0),
                       ready=int(status.get("readyReplicas") or 0), serving=int(status.get("servingReplicas") or 0),
-                      max_unavailable=max_unavailable)
+                      max_unavailable=max_unavailable,
+                      established=any(cond.get("type") == "Ready" and cond.get("status") == "True"
+                                      for cond in status.get("conditions") or []))
     ok, reason, message = component_ready(serving)
     return condition(kind, ok, reason, message, now)
 
