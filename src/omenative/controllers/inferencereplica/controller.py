@@ -23,7 +23,7 @@ from omenative.controllers.inferencereplica.retry import RetryPolicy
 from omenative.kube.client import JSON_PATCH, ApiError
 from omenative.kube.controller import Result, split_key
 from omenative.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS, PODS
-from omenative.observe.pods import PodFacts, parse_time, pod_facts
+from omenative.observe.pods import PodFacts, is_true, parse_time, pod_facts
 from omenative.render import objects
 from omenative.render.pods import pod_count
 
@@ -161,8 +161,7 @@ class InferenceReplicaController:
             update_strategy=strategy.get("type") or SURGE_THEN_DRAIN,
             max_surge=rolling.get("maxSurge", ctx.config.max_surge),
             revision_prefix=naming.revision_name(isvc, component, ""),
-            was_ready=any(cond.get("type") == "Ready" and cond.get("status") == "True"
-                          for cond in status.get("conditions") or []),
+            was_ready=is_true(ir, "Ready"),
             retry_blocks=[RetryBlock.from_dict(b) for b in status.get("retryBlocks") or [] if isinstance(b, dict)],
             retry_policy=RetryPolicy(attempts=ctx.config.update_retry_attempts,
                                      backoff=optional_duration(ctx.config.update_retry_backoff) or 0.0),

@@ -19,6 +19,7 @@ from omenative.api import constants as c
 from omenative.api.conditions import condition, settle
 from omenative.api.readiness import Serving, component_ready, desired_instances
 from omenative.controllers.inferenceservice.desired import Plan
+from omenative.observe.pods import is_true
 
 Obj = dict[str, Any]
 COMPONENT_CONDITION = {c.ENGINE: "EngineReady", c.DECODER: "DecoderReady", c.ROUTER: "RouterReady"}
@@ -56,8 +57,7 @@ def component_condition(name: str, replica: Obj | None, max_unavailable: Any, no
     serving = Serving(desired=desired, total=int(status.get("replicas") or 0),
                       ready=int(status.get("readyReplicas") or 0), serving=int(status.get("servingReplicas") or 0),
                       max_unavailable=max_unavailable,
-                      established=any(cond.get("type") == "Ready" and cond.get("status") == "True"
-                                      for cond in status.get("conditions") or []))
+                      established=is_true(replica, "Ready"))
     ok, reason, message = component_ready(serving)
     return condition(kind, ok, reason, message, now)
 
