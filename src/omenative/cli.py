@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-bind-address", default=":8080", help="address of /metrics; 0 turns it off")
     run.add_argument("--health-probe-bind-address", default=":8081",
                      help="address of /healthz and /readyz; 0 turns them off")
-    run.add_argument("--workers", type=int, default=8, help="concurrent reconciles per controller")
+    run.add_argument("--workers", type=int, default=24, help="concurrent reconciles per controller")
     run.add_argument("--kube-api-qps", type=float, default=None, help="client-side request rate limit (default off)")
     run.add_argument("--kube-api-burst", type=int, default=None, help="client-side burst")
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])

@@ -79,6 +79,7 @@ from tests.support.catalog import CATALOG, MULTI_NODE_SEED, load, seed_yaml_bloc
 from tests.support.cluster import REPO, ControlPlane
 from tests.support.controller import ControllerProcess
 from tests.support.model_agent import QWEN3_LEARNED
+from tests.support.nodes import node_manifest
 from tests.support.omenative import install_crds
 
 Obj = dict[str, Any]
@@ -91,7 +92,8 @@ WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 FLOOR_AGENT = "omenative-bench-floor"
 CLIENT_AGENT = "omenative-bench-client"
 SERVING = "ome.io/serving"
-PODS_PER_SERVICE = 4  # two Instances of a leader and a worker
+PODS_PER_SERVICE = 4  # two Instances of a leader and a worker, one GPU each
+GPUS_PER_NODE = 8
 
 
 def log(message: str) -> None:
@@ -685,6 +687,16 @@ class Bench:
         """An image change of the runtime every InferenceService uses: time until every Instance runs the new
         revision and is Ready again, and omenative's writes for it."""
         before = {object_key(ir): (ir.get("status") or {}).get("updateRevision") for ir in tracker.irs.objects()}
+        # SurgeThenDrain needs room for the surge: one extra Instance per replica at once (maxSurge 1 of 2). The
+        # guide's pods use the default scheduler, which places gang members one by one (the MaybeNoGangScheduler
+        # warning says so): without the room, surge pods bind half a gang each on the few free GPUs and no surge
+        # ever completes, a deadlock of the scheduler, not a measure of omenative.
+        surge_gpus = len(before) * PODS_PER_SERVICE // 2
+        extra = -(-surge_gpus * 11 // (10 * GPUS_PER_NODE))
+        room = [node_manifest(f"gpu-node-surge-{i}", gpus=GPUS_PER_NODE, models=(MODEL,)) for i in range(1, extra + 1)]
+        await control_plane.kubectl("apply", "--server-side", "-f", "-",
+                                    stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": room}))
+        log(f"rollout: added {extra} GPU nodes for one surge Instance per replica")
         runtime = copy.deepcopy(self.runtime)
         images = _replace_images(runtime, lambda image: image + "-rollout")
         offset = audit.offset()
@@ -706,8 +718,8 @@ class Bench:
                            "every Instance on the new revision and Ready")
         await asyncio.sleep(2)  # the last writes reach the audit log
         writes = audit.writes("omenative/", offset)
-        self.figures["rollout"] = {"instances": sum(int((tracker.irs.get(k) or {}).get("spec", {}).get("replicas")
-                                                        or 0) for k in before),
+        instances = sum(int((tracker.irs.get(k) or {}).get("spec", {}).get("replicas") or 0) for k in before)
+        self.figures["rollout"] = {"surge_nodes_added": extra, "instances": instances,
                                    "all_on_new_revision_s": round(done, 2), "since_first_write_s":
                                        round(time.monotonic() - started - 2, 2),
                                    "writes": sum(writes.values()), "writes_by_verb_resource": writes}
@@ -858,7 +870,7 @@ async def main(argv: list[str] | None = None) -> int:
     unknown = set(phases) - set(PHASES)
     if unknown:
         parser.error(f"unknown phases: {', '.join(sorted(unknown))}")
-    nodes = args.nodes or max(2, -(-args.services * PODS_PER_SERVICE * 11 // 80))
+    nodes = args.nodes or max(2, -(-args.services * PODS_PER_SERVICE * 11 // (10 * GPUS_PER_NODE)))
     bench = Bench(services=args.services, cluster=args.cluster, nodes=nodes, idle_seconds=args.idle_seconds,
                   repairs=args.repairs, timeout=args.timeout, workers=args.workers,
                   output=Path(args.output), profile=args.profile,
