@@ -2,6 +2,9 @@
 # Builds the local control plane's binaries from their Go modules into a cache outside the repository.
 # A second run reuses what is there. KUBEBUILDER_ASSETS (envtest's convention) may point at a folder of official
 # binaries: any binary found there is linked instead of built.
+#
+#   hack/build-binaries.sh              the control plane
+#   hack/build-binaries.sh --real-node  also kubelet, kube-proxy, CoreDNS and the stand-in (hack/cluster.sh --real-node)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib/versions.sh
@@ -38,7 +41,7 @@ timed_build() {  # name, then the command that builds it
 }
 
 build_kubernetes() {
-  local names=(kube-apiserver kube-controller-manager kube-scheduler kubectl) n
+  local names=(kube-apiserver kube-controller-manager kube-scheduler kubectl "$@") n
   for n in "${names[@]}"; do
     missing "$n" || continue
     from_assets "$n" && continue
@@ -77,13 +80,35 @@ build_kwok() {
   done
 }
 
+build_coredns() {
+  missing coredns || return 0
+  timed_build coredns bash -c "cd '$here/gomod/coredns' && go build -trimpath -ldflags '-s -w' -o '$bin/coredns.tmp' . && mv '$bin/coredns.tmp' '$bin/coredns'"
+}
+
+build_standin() {  # rebuilt whenever its source is newer than the binary
+  if missing standin || [[ "$here/realnode/standin/main.go" -nt "$bin/standin" ]]; then
+    timed_build standin bash -c "cd '$here/realnode/standin' && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o '$bin/standin.tmp' . && mv '$bin/standin.tmp' '$bin/standin'"
+  fi
+}
+
+real_node=false
+[[ "${1:-}" == --real-node ]] && real_node=true
+
 command -v go >/dev/null || { log "go is not on PATH: install Go 1.25 or later, or set KUBEBUILDER_ASSETS"; exit 1; }
 start=$SECONDS
 build_kwok
 build_etcd
 build_scheduler_plugins
-build_kubernetes
-for n in "${CONTROL_PLANE_BINARIES[@]}"; do
+wanted=("${CONTROL_PLANE_BINARIES[@]}")
+if [[ $real_node == true ]]; then
+  build_kubernetes kubelet kube-proxy
+  build_coredns
+  build_standin
+  wanted+=("${REAL_NODE_BINARIES[@]}")
+else
+  build_kubernetes
+fi
+for n in "${wanted[@]}"; do
   [[ -x "$bin/$n" ]] || { log "missing after build: $bin/$n"; exit 1; }
 done
 log "all binaries ready in $bin ($((SECONDS - start))s)"

@@ -3,6 +3,7 @@
 # run by kwokctl's binary runtime from binaries built by hack/build-binaries.sh.
 #
 #   hack/cluster.sh up   [--name N] [--profile gang|stock] [--gpu-nodes N] [--cpu-nodes N] [--model NAME]... [--bench]
+#                        [--real-node]
 #   hack/cluster.sh down [--name N]
 #   hack/cluster.sh env  [--name N]      prints `export KUBECONFIG=...` for a shell to eval
 #   hack/cluster.sh status [--name N]    exits non-zero unless every component is alive
@@ -15,6 +16,9 @@
 # --bench tunes the cluster for load, as KWOK's own benchmark does: API server in-flight limits off, the
 #         controller-manager, scheduler and PodGroup controller at 5000 QPS (burst 10000), a /16 Service range, and
 #         an audit log of every write at logs/audit.log (hack/bench.sh counts the controller's writes from it).
+# --real-node adds one real node (containerd, kubelet, kube-proxy, CoreDNS; hack/realnode/node.sh) that runs real
+#         containers from locally built stand-in images. The API server then listens on every address, so that pods
+#         reach it; KWOK manages only the simulated nodes. One per machine: it changes the host's network.
 #
 # `up` is idempotent: an existing healthy cluster is kept; a stopped one is started again.
 # State lives in $OMENATIVE_STATE_DIR (default: .work/ in the checkout), so two checkouts never share a cluster,
@@ -24,6 +28,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 # shellcheck source=lib/versions.sh
 source "$here/lib/versions.sh"
+# shellcheck source=realnode/lib.sh
+source "$here/realnode/lib.sh"
 
 log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -35,6 +41,7 @@ gpu_nodes=2
 cpu_nodes=1
 models=()
 bench=false
+real_node=false
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --name) name=$2; shift 2 ;;
@@ -43,7 +50,8 @@ while [[ $# -gt 0 ]]; do
     --cpu-nodes) cpu_nodes=$2; shift 2 ;;
     --model) models+=("$2"); shift 2 ;;
     --bench) bench=true; shift ;;
-    -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --real-node) real_node=true; shift ;;
+    -h|--help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
@@ -103,6 +111,12 @@ options:
   etcdBinary: $bin/etcd
   kubectlBinary: $bin/kubectl
 EOF
+    if [[ $real_node == true ]]; then
+      # Pods reach the API server through the `kubernetes` Service (the first Service address) and the bridge.
+      cat <<EOF
+  kubeApiserverCertSANs: [$SERVICE_IP, $BRIDGE_IP]
+EOF
+    fi
     if [[ $bench == true ]]; then
       cat <<EOF
   disableQPSLimits: true
@@ -117,8 +131,21 @@ componentsPatches:
   - key: watch-cache-sizes
     value: configmaps#0
 $(if [[ $bench == true ]]; then
+  # The API server rotates its audit log at 100 MB (lumberjack's default), and hack/bench.sh reads writes from an
+  # offset in one file: a long phase must not start a new one.
+  printf '  - key: audit-log-maxsize\n    value: "100000"\n'
+fi)
+$(if [[ $bench == true || $real_node == true ]]; then
   # Services for hundreds of InferenceServices do not fit the API server's default /24.
-  printf '  - key: service-cluster-ip-range\n    value: 10.96.0.0/16\n'
+  printf '  - key: service-cluster-ip-range\n    value: %s\n' "$SERVICE_CIDR"
+fi)
+$(if [[ $real_node == true ]]; then
+  printf '  - key: bind-address\n    value: 0.0.0.0\n  - key: advertise-address\n    value: %s\n' "$BRIDGE_IP"
+  # logs, exec and port-forward reach the kubelet at the node's address (its name resolves nowhere).
+  printf '  - key: kubelet-preferred-address-types\n    value: InternalIP,Hostname\n'
+  # KWOK plays only the simulated nodes' kubelets (they carry this annotation), never the real one.
+  printf -- '- name: kwok-controller\n  extraArgs:\n  - key: manage-all-nodes\n    value: "false"\n'
+  printf '  - key: manage-nodes-with-annotation-selector\n    value: kwok.x-k8s.io/node=fake\n'
 fi)
 - name: kube-controller-manager
   extraArgs:
@@ -172,14 +199,20 @@ install_podgroup_crds() {
 create_nodes() {
   local args=(--gpu "$gpu_nodes" --cpu "$cpu_nodes") m
   for m in "${models[@]+"${models[@]}"}"; do args+=(--model "$m"); done
+  [[ $gpu_nodes == 0 && $cpu_nodes == 0 ]] && return 0
   python3 "$here/sim/nodes.py" "${args[@]}" | kubectl apply --server-side -f - >/dev/null
   # KWOK readies nodes within seconds; on a loaded machine (a test run beside it) it took over a minute.
   kubectl wait --for=condition=Ready node -l sim.omenative.io/node --timeout=180s >/dev/null
 }
 
 up() {
-  local start=$SECONDS config
-  "$here/build-binaries.sh"
+  local start=$SECONDS config reason
+  if [[ $real_node == true ]]; then
+    reason=$(realnode_supported) || die "this machine cannot run a real node: $reason"
+    "$here/build-binaries.sh" --real-node
+  else
+    "$here/build-binaries.sh"
+  fi
   if [[ -f "$kubeconfig" ]]; then
     if ! api_ready || ! components_alive 2>/dev/null; then
       log "starting the stopped components of cluster $name"
@@ -202,6 +235,9 @@ up() {
   api_ready || die "kube-apiserver did not become ready; logs in $cluster_dir/logs"
   [[ $profile == gang ]] && install_podgroup_crds
   create_nodes
+  if [[ $real_node == true ]]; then
+    REAL_NODE_MODELS="${models[*]+"${models[*]}"}" "$here/realnode/node.sh" up "$cluster_dir"
+  fi
   # A component that dies right after start (the scheduler on a bad configuration) is caught here.
   sleep 1
   components_alive || die "a component is not running; see the logs named above"
@@ -210,6 +246,10 @@ up() {
 }
 
 down() {
+  # The real node first: its kubelet must not outlive the API server, and its host changes must go.
+  if [[ -d "$cluster_dir/realnode" ]]; then
+    "$here/realnode/node.sh" down "$cluster_dir"
+  fi
   if [[ -d "$cluster_dir" ]]; then
     kwokctl delete cluster --name "$name" >&2 || true
   fi

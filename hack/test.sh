@@ -26,7 +26,16 @@ ensure_venv "$repo" "test,lint,bench" || exit 1
 export PATH="$repo/.venv/bin:$PATH"
 
 log "control-plane binaries"
-"$here/build-binaries.sh" || exit 1
+# The real-node tests (tests/realnode) need kubelet, kube-proxy, CoreDNS and the stand-in too, where the machine
+# can run a real node; elsewhere they are skipped with the reason printed.
+# shellcheck source=realnode/lib.sh
+source "$here/realnode/lib.sh"
+if reason=$(realnode_supported); then
+  "$here/build-binaries.sh" --real-node || exit 1
+else
+  log "this machine cannot run a real node ($reason): the real-node tests will be skipped"
+  "$here/build-binaries.sh" || exit 1
+fi
 
 step "ruff" ruff check src tests hack
 step "mypy (strict, src/)" mypy

@@ -14,3 +14,6 @@ OMENATIVE_BIN_DIR="${OMENATIVE_BIN_DIR:-$OMENATIVE_CACHE_DIR/k8s-$K8S_VERSION.sp
 # CRD); coscheduling-scheduler and podgroup-controller come from scheduler-plugins.
 CONTROL_PLANE_BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl
   coscheduling-scheduler podgroup-controller kwok kwokctl)
+COREDNS_VERSION=v1.14.7
+# The real node's (hack/cluster.sh --real-node): built only when asked for.
+REAL_NODE_BINARIES=(kubelet kube-proxy coredns standin)

@@ -419,6 +419,8 @@ class Audit:
         """Writes by a client (user-agent prefix), keyed `verb resource[/subresource]`, with the response code when
         the API server refused the write (a refused write costs it too)."""
         counts: dict[str, int] = {}
+        if since > self.path.stat().st_size:
+            raise AssertionError(f"{self.path} was rotated after offset {since}: its writes cannot be counted")
         with self.path.open() as f:
             f.seek(since)
             for line in f:

@@ -1,0 +1,3 @@
+module omenative.local/standin
+
+go 1.24

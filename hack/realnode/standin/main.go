@@ -1,0 +1,412 @@
+// Command standin plays the processes of the guides' runtimes on the sandbox's real node: it is no model.
+//
+// It is installed as /usr/local/bin/python3 in images tagged with the catalog's image names, so the runtimes'
+// command lines run unchanged and are told apart by their module:
+//
+//	python3 -m sglang.launch_server ...         an engine or decoder (leader or worker of a multi-pod Instance)
+//	python3 -m sglang_router.launch_router ...  the prefill-decode router
+//	pause                                       the pod sandbox's pause process
+//
+// An engine of a multi-pod Instance wires up as SGLang does: each worker (--node-rank k > 0) connects to the
+// leader at --dist-init-addr (the leader's DNS name, so cluster DNS must work); the leader answers its health
+// and readiness probes only while all --nnodes - 1 workers are connected, and its chat completion names itself
+// and those workers. The router finds prefill and decode pods through the API by --prefill-selector and
+// --decode-selector, as SGLang's router does with --service-discovery, and names the two pods it used.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+func main() {
+	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+	args := os.Args[1:]
+	if filepath.Base(os.Args[0]) == "pause" {
+		pause()
+	}
+	if len(args) >= 2 && args[0] == "-m" {
+		flags := parseFlags(args[2:])
+		switch args[1] {
+		case "sglang.launch_server":
+			engine(flags)
+		case "sglang_router.launch_router":
+			router(flags)
+		}
+	}
+	log.Fatalf("stand-in: unknown command line %q", os.Args)
+}
+
+// parseFlags reads --name value and --name (a switch) pairs; the stand-ins ignore the flags they do not use.
+func parseFlags(args []string) map[string]string {
+	flags := map[string]string{}
+	for i := 0; i < len(args); i++ {
+		if !strings.HasPrefix(args[i], "--") {
+			continue
+		}
+		name := strings.TrimPrefix(args[i], "--")
+		if k, v, ok := strings.Cut(name, "="); ok {
+			flags[k] = v
+		} else if i+1 < len(args) && !strings.HasPrefix(args[i+1], "--") {
+			flags[name] = args[i+1]
+			i++
+		} else {
+			flags[name] = "true"
+		}
+	}
+	return flags
+}
+
+func get(flags map[string]string, name, fallback string) string {
+	if v, ok := flags[name]; ok {
+		return v
+	}
+	return fallback
+}
+
+func pause() {
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	<-signals
+	os.Exit(0)
+}
+
+func hostname() string {
+	name, err := os.Hostname()
+	if err != nil {
+		return "unknown"
+	}
+	return name
+}
+
+// -- engine ----------------------------------------------------------------------------------------------------
+
+type leader struct {
+	mu      sync.Mutex
+	workers map[string]int // connected workers by name, each with its rank
+}
+
+func (l *leader) names() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	names := make([]string, 0, len(l.workers))
+	for name := range l.workers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// accept takes workers' connections: a worker sends one line "rank=K pod=NAME" and keeps the connection open for
+// as long as it lives, as a distributed process group would.
+func (l *leader) accept(listener net.Listener) {
+	for {
+		conn, err := listener.Accept()
+		if err != nil {
+			log.Fatalf("leader: accept: %v", err)
+		}
+		go func() {
+			defer conn.Close()
+			line, err := bufio.NewReader(conn).ReadString('\n')
+			if err != nil {
+				return
+			}
+			fields := map[string]string{}
+			for _, field := range strings.Fields(line) {
+				if k, v, ok := strings.Cut(field, "="); ok {
+					fields[k] = v
+				}
+			}
+			name := fields["pod"]
+			rank, _ := strconv.Atoi(fields["rank"])
+			l.mu.Lock()
+			l.workers[name] = rank
+			l.mu.Unlock()
+			log.Printf("leader: worker %s (rank %d) connected", name, rank)
+			_, _ = io.Copy(io.Discard, conn) // until the worker goes away
+			l.mu.Lock()
+			delete(l.workers, name)
+			l.mu.Unlock()
+			log.Printf("leader: worker %s (rank %d) disconnected", name, rank)
+		}()
+	}
+}
+
+// join connects a worker to its leader and reconnects whenever the connection drops.
+func join(address string, rank int) {
+	for {
+		conn, err := net.DialTimeout("tcp", address, 3*time.Second)
+		if err != nil {
+			log.Printf("worker: leader %s not reachable yet: %v", address, err)
+			time.Sleep(time.Second)
+			continue
+		}
+		log.Printf("worker: connected to leader %s", address)
+		_, _ = fmt.Fprintf(conn, "rank=%d pod=%s\n", rank, hostname())
+		_, _ = io.Copy(io.Discard, conn)
+		conn.Close()
+		log.Printf("worker: lost leader %s", address)
+		time.Sleep(time.Second)
+	}
+}
+
+func engine(flags map[string]string) {
+	nodes, _ := strconv.Atoi(get(flags, "nnodes", "1"))
+	rank, _ := strconv.Atoi(get(flags, "node-rank", "0"))
+	model := get(flags, "served-model-name", "standin")
+	mode := get(flags, "disaggregation-mode", "null")
+	address := get(flags, "dist-init-addr", "")
+	l := &leader{workers: map[string]int{}}
+	if nodes > 1 {
+		_, port, err := net.SplitHostPort(address)
+		if err != nil {
+			log.Fatalf("engine: --dist-init-addr %q: %v", address, err)
+		}
+		if rank == 0 {
+			listener, err := net.Listen("tcp", net.JoinHostPort("0.0.0.0", port))
+			if err != nil {
+				log.Fatalf("leader: listen on %s: %v", port, err)
+			}
+			go l.accept(listener)
+		} else {
+			go join(address, rank)
+			if _, ok := flags["port"]; !ok {
+				select {} // a worker without a port serves nothing itself
+			}
+		}
+	}
+	ready := func() bool { return rank != 0 || len(l.names()) == nodes-1 }
+	var served atomic.Int64
+	mux := http.NewServeMux()
+	health := func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			http.Error(w, fmt.Sprintf("waiting for workers: %d of %d connected", len(l.names()), nodes-1),
+				http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	}
+	mux.HandleFunc("/health", health)
+	mux.HandleFunc("/health_generate", health)
+	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, map[string]any{"object": "list", "data": []any{map[string]any{"id": model, "object": "model"}}})
+	})
+	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "POST only", http.StatusMethodNotAllowed)
+			return
+		}
+		if !ready() {
+			http.Error(w, "not ready: workers missing", http.StatusServiceUnavailable)
+			return
+		}
+		workers := l.names()
+		content := fmt.Sprintf("stand-in %s %s answered (rank %d of %d; workers connected: %s); this is no model",
+			role(mode), hostname(), rank, nodes, strings.Join(orNone(workers), ", "))
+		writeJSON(w, completion(served.Add(1), model, content, map[string]any{
+			"pod": hostname(), "role": role(mode), "workers": workers}))
+	})
+	listen := net.JoinHostPort(get(flags, "host", "0.0.0.0"), get(flags, "port", "30000"))
+	log.Printf("engine (%s, rank %d of %d) serving %s on %s", role(mode), rank, nodes, model, listen)
+	log.Fatal(http.ListenAndServe(listen, mux))
+}
+
+func role(mode string) string {
+	switch mode {
+	case "prefill":
+		return "prefill engine"
+	case "decode":
+		return "decoder"
+	}
+	return "engine"
+}
+
+func orNone(names []string) []string {
+	if len(names) == 0 {
+		return []string{"none"}
+	}
+	return names
+}
+
+func completion(n int64, model, content string, standin map[string]any) map[string]any {
+	return map[string]any{
+		"id": fmt.Sprintf("chatcmpl-standin-%d", n), "object": "chat.completion", "created": time.Now().Unix(),
+		"model": model,
+		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+			"message": map[string]any{"role": "assistant", "content": content}}},
+		"usage":   map[string]any{"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+		"standin": standin,
+	}
+}
+
+func writeJSON(w http.ResponseWriter, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// -- router ----------------------------------------------------------------------------------------------------
+
+type backend struct{ Name, Address string }
+
+type discovery struct {
+	client            *http.Client
+	api, token, ns    string
+	port              string
+	prefill, decode   string
+	mu                sync.Mutex
+	prefills, decodes []backend
+}
+
+func (d *discovery) list(selector string) ([]backend, error) {
+	selector = strings.Join(strings.Fields(selector), ",")
+	url := fmt.Sprintf("%s/api/v1/namespaces/%s/pods?labelSelector=%s", d.api, d.ns, selector)
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+d.token)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("list pods %s: %s: %s", selector, resp.Status, body)
+	}
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name              string  `json:"name"`
+				DeletionTimestamp *string `json:"deletionTimestamp"`
+			} `json:"metadata"`
+			Status struct {
+				PodIP      string `json:"podIP"`
+				Conditions []struct{ Type, Status string }
+			} `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return nil, err
+	}
+	var found []backend
+	for _, pod := range list.Items {
+		ready := false
+		for _, c := range pod.Status.Conditions {
+			ready = ready || (c.Type == "Ready" && c.Status == "True")
+		}
+		if ready && pod.Status.PodIP != "" && pod.Metadata.DeletionTimestamp == nil {
+			found = append(found, backend{pod.Metadata.Name, net.JoinHostPort(pod.Status.PodIP, d.port)})
+		}
+	}
+	sort.Slice(found, func(i, j int) bool { return found[i].Name < found[j].Name })
+	return found, nil
+}
+
+func (d *discovery) refresh() {
+	for {
+		prefills, err1 := d.list(d.prefill)
+		decodes, err2 := d.list(d.decode)
+		if err1 != nil || err2 != nil {
+			log.Printf("router: discovery: %v %v", err1, err2)
+		} else {
+			d.mu.Lock()
+			d.prefills, d.decodes = prefills, decodes
+			d.mu.Unlock()
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func router(flags map[string]string) {
+	const sa = "/var/run/secrets/kubernetes.io/serviceaccount/"
+	token, err := os.ReadFile(sa + "token")
+	if err != nil {
+		log.Fatalf("router: no service account token: %v", err)
+	}
+	ca, err := os.ReadFile(sa + "ca.crt")
+	if err != nil {
+		log.Fatalf("router: no service account CA: %v", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	d := &discovery{
+		client: &http.Client{Timeout: 10 * time.Second,
+			Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}},
+		api:   "https://" + net.JoinHostPort(os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")),
+		token: strings.TrimSpace(string(token)), ns: get(flags, "service-discovery-namespace", "default"),
+		port: get(flags, "service-discovery-port", "8080"), prefill: flags["prefill-selector"],
+		decode: flags["decode-selector"],
+	}
+	go d.refresh()
+	var next atomic.Int64
+	pick := func() (backend, backend, bool) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if len(d.prefills) == 0 || len(d.decodes) == 0 {
+			return backend{}, backend{}, false
+		}
+		n := int(next.Add(1))
+		return d.prefills[n%len(d.prefills)], d.decodes[n%len(d.decodes)], true
+	}
+	forward := func(to backend, body []byte) (map[string]any, error) {
+		resp, err := http.Post("http://"+to.Address+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("%s answered %s", to.Name, resp.Status)
+		}
+		var answer map[string]any
+		return answer, json.NewDecoder(resp.Body).Decode(&answer)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/readiness", func(w http.ResponseWriter, _ *http.Request) {
+		if _, _, ok := pick(); !ok {
+			http.Error(w, "no prefill or no decode pod discovered", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		prefill, decode, ok := pick()
+		if !ok {
+			http.Error(w, "no prefill or no decode pod discovered", http.StatusServiceUnavailable)
+			return
+		}
+		if _, err := forward(prefill, body); err != nil {
+			http.Error(w, "prefill: "+err.Error(), http.StatusBadGateway)
+			return
+		}
+		answer, err := forward(decode, body)
+		if err != nil {
+			http.Error(w, "decode: "+err.Error(), http.StatusBadGateway)
+			return
+		}
+		model, _ := answer["model"].(string)
+		content := fmt.Sprintf("stand-in router: prefill on %s, decode on %s; this is no model", prefill.Name, decode.Name)
+		writeJSON(w, completion(next.Load(), model, content, map[string]any{
+			"router": hostname(), "prefill": prefill.Name, "decode": decode.Name}))
+	})
+	listen := net.JoinHostPort(get(flags, "host", "0.0.0.0"), get(flags, "port", "8080"))
+	log.Printf("router: prefill %q, decode %q in %s, serving on %s", d.prefill, d.decode, d.ns, listen)
+	log.Fatal(http.ListenAndServe(listen, mux))
+}

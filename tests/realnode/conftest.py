@@ -1,0 +1,72 @@
+"""A control plane with one real node (hack/cluster.sh --real-node): containerd, kubelet, kube-proxy and CoreDNS on
+this machine, running the stand-in images. Skipped, with the reason printed, where the machine cannot run one."""
+
+from __future__ import annotations
+
+import glob
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from tests.support.cluster import REPO, ControlPlane
+from tests.support.controller import ControllerProcess
+from tests.support.omenative import install_crds, start_controller, stop_controller
+
+NAME = "omenative-real"
+LIB = REPO / "hack" / "realnode" / "lib.sh"
+
+
+def unsupported_reason() -> str | None:
+    """Why this machine cannot run a real node, or None when it can."""
+    out = subprocess.run(["bash", "-c", f"source {LIB} && realnode_supported"], capture_output=True, text=True)
+    return None if out.returncode == 0 else (out.stdout.strip() or out.stderr.strip() or "unknown")
+
+
+def _run(*args: str) -> list[str]:
+    out = subprocess.run(args, capture_output=True, text=True)
+    return sorted(line for line in out.stdout.splitlines() if line.strip())
+
+
+def host_state() -> dict[str, list[str]]:
+    """What a real node adds to the host: processes, mounts, links, routes, nf_tables, netns, cgroups, sysctl."""
+    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    return {
+        # The node's daemons by process name (its containers' processes live in its cgroups, checked below).
+        "processes": _run("pgrep", "-a", "-x", "containerd|containerd-shim|kubelet|kube-proxy|coredns"),
+        "mounts": sorted(m for m in mounts if "realnode" in m or m.startswith("/run/netns")),
+        "links": [line.split(":")[1].strip() for line in _run("ip", "-o", "link")],
+        "routes": _run("ip", "route"),
+        "nft tables": _run("nft", "list", "tables"),
+        "iptables chains": [line for line in _run("iptables-save") if line.startswith((":", "-A", "*"))],
+        "netns": sorted(glob.glob("/run/netns/*")),
+        "cgroups": sorted(glob.glob("/sys/fs/cgroup/*/omenative")),
+        "ip_forward": [Path("/proc/sys/net/ipv4/ip_forward").read_text().strip()],
+    }
+
+
+@pytest.fixture(scope="package")
+def real_cluster() -> Iterator[ControlPlane]:
+    reason = unsupported_reason()
+    if reason is not None:
+        print(f"\nreal-node tests skipped: this machine cannot run a real node: {reason}")
+        pytest.skip(f"this machine cannot run a real node: {reason}")
+    ControlPlane.discard(NAME)
+    before = host_state()
+    control_plane = ControlPlane.up(NAME, "--real-node", "--gpu-nodes", "0", "--cpu-nodes", "0",
+                                    "--model", "qwen3-0-6b")
+    yield control_plane
+    control_plane.down()
+    # `down` leaves the host as it found it, and removes the node's state folder.
+    assert host_state() == before
+    assert not (control_plane.workdir / "realnode").exists()
+
+
+@pytest_asyncio.fixture(scope="package")
+async def real_omenative(real_cluster: ControlPlane) -> AsyncIterator[ControllerProcess]:
+    await install_crds(real_cluster)
+    process = await start_controller(real_cluster)
+    yield process
+    await stop_controller(real_cluster, process)
