@@ -41,7 +41,7 @@ from omenative.controllers.inferenceservice.controller import InferenceServiceCo
 from omenative.controllers.instance.controller import InstanceController
 from omenative.kube import resources as r
 from omenative.kube.apply import Applier
-from omenative.kube.cache import FuncHandler, IndexFunc, object_key, slim_pod
+from omenative.kube.cache import FuncHandler, IndexFunc, object_key, slim_endpoint_slice, slim_pod
 from omenative.kube.client import KubeClient
 from omenative.kube.controller import Controller
 from omenative.kube.events import EventRecorder
@@ -242,7 +242,7 @@ class Manager:
             caches.add(resource)
         caches.add(r.CRDS, field_selector=f"metadata.name={c.PODGROUP_CRD}")
         # The Services' slices (they carry the Service's labels): a drained pod is deleted once none routes to it.
-        caches.add(r.ENDPOINT_SLICES, label_selector=c.LABEL_ISVC,
+        caches.add(r.ENDPOINT_SLICES, label_selector=c.LABEL_ISVC, transform=slim_endpoint_slice,
                    indexers={BY_ISVC: _isvc_label_index, BY_ROUTED_POD: routed_pod_index})
         caches.add(r.PODGROUPS, label_selector=managed, start=False,
                    indexers={BY_REPLICA: _key_index(replica_key_of)})

@@ -77,3 +77,30 @@ def test_the_cache_holds_one_copy_of_each_repeated_string() -> None:
     assert a["status"]["message"] == b["status"]["message"]
     assert a["status"]["message"] is not b["status"]["message"]
     assert compact({"n": [1, None, True, 2.5]}) == {"n": [1, None, True, 2.5]}
+
+
+def test_an_endpoint_slice_keeps_the_routed_pods_and_their_conditions() -> None:
+    from omenative.controllers.context import routed_pod_index
+    from omenative.kube.cache import slim_endpoint_slice
+
+    def endpoint(name: str, ready: bool) -> dict[str, object]:
+        return {"addresses": ["10.0.0.7"], "nodeName": "gpu-node-1", "zone": "a", "hints": {"forZones": []},
+                "conditions": {"ready": ready, "serving": ready, "terminating": False},
+                "targetRef": {"kind": "Pod", "name": name, "namespace": "ns", "uid": "u-" + name}}
+
+    slice_ = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+              "metadata": {"name": "svc-abc", "namespace": "ns", "resourceVersion": "7", "managedFields": [{}],
+                           "labels": {"ome.io/inferenceservice": "svc", "kubernetes.io/service-name": "svc-engine"}},
+              "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+              "endpoints": [endpoint("svc-engine-0-leader-0", True), endpoint("svc-engine-1-leader-0", False)]}
+    slim = slim_endpoint_slice(copy.deepcopy(slice_))
+    assert slim["endpoints"] == [
+        {"conditions": {"ready": True, "serving": True, "terminating": False},
+         "targetRef": {"kind": "Pod", "name": "svc-engine-0-leader-0"}},
+        {"conditions": {"ready": False, "serving": False, "terminating": False},
+         "targetRef": {"kind": "Pod", "name": "svc-engine-1-leader-0"}}]
+    assert "ports" not in slim and "managedFields" not in slim["metadata"]
+    assert slim["metadata"]["labels"] == slice_["metadata"]["labels"]  # type: ignore[index]
+    # What the controllers read of it is unchanged.
+    assert routed_pod_index(slim) == routed_pod_index(slice_) == ["ns/svc-engine-0-leader-0"]
+    assert slim_endpoint_slice({"metadata": {"name": "empty"}}) == {"metadata": {"name": "empty"}}

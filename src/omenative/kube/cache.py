@@ -92,6 +92,23 @@ def slim_pod(obj: Obj) -> Obj:
     return obj
 
 
+ENDPOINT_READ = {"targetRef": ("kind", "name"), "conditions": ("ready", "serving", "terminating")}
+
+
+def slim_endpoint_slice(obj: Obj) -> Obj:
+    """The EndpointSlices' transform: of each endpoint the controllers read only which pod it routes to and whether
+    it is ready or serving. Addresses, node names, zones, hints and ports were a fifth of the heap at 10,000 pods."""
+    strip_server_fields(obj)
+    obj.pop("ports", None)
+    endpoints = obj.get("endpoints")
+    if isinstance(endpoints, list):
+        obj["endpoints"] = [
+            {field: {k: part[k] for k in keep if k in part}
+             for field, keep in ENDPOINT_READ.items() if isinstance(part := endpoint.get(field), dict)}
+            for endpoint in endpoints if isinstance(endpoint, dict)]
+    return obj
+
+
 INTERN_MAX_CHARS = 128
 
 
