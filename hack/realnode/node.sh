@@ -4,6 +4,7 @@
 #
 #   hack/realnode/node.sh up   CLUSTER_DIR   starts the node for the kwokctl cluster in CLUSTER_DIR
 #   hack/realnode/node.sh down CLUSTER_DIR   stops it and removes everything it put on the host
+#   hack/realnode/node.sh load CLUSTER_DIR IMAGE.tar   loads an image archive into the node's containerd
 #
 # The node touches the host (a bridge, iptables rules, network namespaces, mounts, cgroups, port 10250), so there
 # is one per machine; `down` removes all of it, also after a crash, from what is recorded in the state folder.
@@ -65,7 +66,7 @@ EOF
   "plugins": [
     {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": true, "hairpinMode": true,
      "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$BRIDGE_IP"}]],
-              "dataDir": "$state/cni/ipam"}},
+              "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "$state/cni/ipam"}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
@@ -269,6 +270,10 @@ up() {
 
 case "$cmd" in
   up) up ;;
+  load)  # an image archive (e.g. hack/realnode/controller-image.sh's) into the node's containerd
+    [[ -n "${3:-}" ]] || die "usage: node.sh load CLUSTER_DIR IMAGE.tar"
+    ctr --address "$state/containerd/containerd.sock" -n k8s.io images import "$3" >/dev/null
+    log "loaded $3" ;;
   down) realnode_down "$state" ;;
   *) die "unknown command: $cmd" ;;
 esac

@@ -1,0 +1,91 @@
+"""omenative installed from deploy/ and running as pods on the real node, under its ServiceAccount, with its
+admission webhook served from the pods: both guides' examples become Ready, and a bad InferenceService is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import api_client_for
+from tests.e2e.conftest import write_yaml
+from tests.support.catalog import CATALOG, MULTI_NODE_SEED, PD_SEED, seed_yaml_blocks
+from tests.support.cluster import REPO, ControlPlane
+from tests.support.model_agent import QWEN3_LEARNED, ModelAgent
+from tests.support.nodes import node_manifest
+from tests.support.omenative import install_crds
+
+pytestmark = pytest.mark.e2e
+
+LLAMA_LEARNED = {"modelFormat": {"name": "safetensors", "version": "1.0.0"},
+                 "modelFramework": {"name": "transformers", "version": "4.45.0.dev0"},
+                 "modelArchitecture": "LlamaForCausalLM", "modelParameterSize": "1.24B"}
+BAD = {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "bad", "namespace": "bad"},
+       "spec": {"model": {"name": "qwen3-0-6b"}, "engine": {"minReplicas": 1, "leader": {}}}}
+
+
+async def test_omenative_runs_in_the_cluster_from_deploy(real_cluster: ControlPlane, tmp_path: Path) -> None:
+    kubectl = real_cluster.kubectl
+    image = tmp_path / "omenative.tar"
+    # The image, built without a daemon, loaded into the node (no registry anywhere).
+    await asyncio.to_thread(subprocess.run, ["bash", str(REPO / "hack" / "realnode" / "controller-image.sh"),
+                                             str(image)], check=True)
+    await asyncio.to_thread(subprocess.run, ["bash", str(REPO / "hack" / "realnode" / "node.sh"), "load",
+                                             str(real_cluster.workdir), str(image)], check=True)
+    await install_crds(real_cluster)
+    try:
+        await kubectl("apply", "--server-side", "-k", str(REPO / "deploy"))
+        out = await kubectl("rollout", "status", "deployment/omenative", "-n", "omenative-system", "--timeout=180s",
+                            check=False)
+        assert out.returncode == 0, out.output + (await kubectl("describe", "pods", "-n", "omenative-system")).output
+        pods = json.loads((await kubectl("get", "pods", "-n", "omenative-system", "-o", "json")).stdout)["items"]
+        assert len(pods) == 2
+        for pod in pods:
+            assert pod["spec"]["nodeName"] == "real-node-1" and pod["spec"]["serviceAccountName"] == "omenative"
+            logs = await kubectl("logs", pod["metadata"]["name"], "-n", "omenative-system")
+            assert "Traceback" not in logs.stdout and "403" not in logs.stdout, logs.stdout[-3000:]
+
+        # The webhook, served from the pods behind their Service, refuses a bad InferenceService.
+        await kubectl("create", "namespace", "bad")
+        out = await kubectl("apply", "-f", write_yaml(tmp_path, "bad.yaml", BAD), check=False)
+        assert out.returncode != 0
+        assert 'admission webhook "inferenceservice.validating.omenative.io" denied the request: engine declares ' \
+               "leader without worker" in out.stderr
+
+        # Both guides' examples become Ready: the multi-node one as real processes on the real node, the
+        # prefill-decode one (four GPU nodes using their own network) on simulated GPU nodes.
+        gpu = [f"real-it-gpu-{i}" for i in range(4)]
+        nodes = {"apiVersion": "v1", "kind": "List", "items": [node_manifest(n) for n in gpu]}
+        await kubectl("apply", "--server-side", "-f", write_yaml(tmp_path, "nodes.yaml", nodes))
+        api = await api_client_for(real_cluster.kubeconfig)
+        async with api:
+            agent = ModelAgent(api)
+            await kubectl("apply", "-f", str(CATALOG / "models" / "Qwen" / "Qwen3-0.6B.yaml"))
+            await agent.downloaded("qwen3-0-6b", ["real-node-1"], QWEN3_LEARNED)
+            await kubectl("apply", "-f", str(CATALOG / "models" / "meta" / "Llama-3.2-1B-Instruct.yaml"))
+            await kubectl("apply", "-f", str(CATALOG / "runtimes" / "srt" / "meta" /
+                                             "llama-3-2-1b-instruct-pd-rt.yaml"))
+            await agent.downloaded("llama-3-2-1b-instruct", gpu, LLAMA_LEARNED)
+        runtime, isvc, _ = seed_yaml_blocks(MULTI_NODE_SEED)
+        (pd,) = seed_yaml_blocks(PD_SEED)
+        await kubectl("apply", "-f", write_yaml(tmp_path, "runtime.yaml", runtime))
+        for ns, obj in (("qwen3-multi-node", isvc), ("llama-demo", pd)):
+            await kubectl("create", "namespace", ns)
+            await kubectl("apply", "-f", write_yaml(tmp_path, f"{ns}.yaml", obj))
+        for ns, name in (("qwen3-multi-node", "qwen3-multi-node"), ("llama-demo", "llama-pd")):
+            out = await kubectl("wait", "--for=condition=Ready", f"inferenceservice/{name}", "-n", ns,
+                                "--timeout=300s", check=False)
+            assert out.returncode == 0, out.output + (await kubectl("get", "pods", "-n", ns, "-o", "wide")).output
+        placed = await kubectl("get", "pods", "-n", "qwen3-multi-node", "-o", "jsonpath={.items[*].spec.nodeName}")
+        assert placed.stdout.split() == ["real-node-1", "real-node-1"]
+    finally:
+        await kubectl("delete", "namespace", "bad", "qwen3-multi-node", "llama-demo", "--ignore-not-found",
+                      "--wait=true", "--timeout=180s", check=False)
+        await kubectl("delete", "nodes", "-l", "type=kwok", "--ignore-not-found")
+        await kubectl("delete", "-k", str(REPO / "deploy"), "--ignore-not-found", "--wait=true", "--timeout=120s",
+                      check=False)
+        await kubectl("delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", "omenative",
+                      "--ignore-not-found")
