@@ -8,6 +8,7 @@ POD_CIDR=10.244.0.0/24
 BRIDGE_IP=10.244.0.1
 SERVICE_CIDR=10.96.0.0/16
 SERVICE_IP=10.96.0.1           # the `kubernetes` Service: in the API server's certificate
+BRIDGE_NF=/proc/sys/net/bridge/bridge-nf-call-iptables
 CGROUP_ROOT=omenative          # every pod's cgroup lives under /omenative in each hierarchy
 CNI_BIN_DIR=/usr/lib/cni       # Debian's containernetworking-plugins
 GPU_RESOURCE=nvidia.com/gpu
@@ -133,5 +134,6 @@ realnode_down() {
   ip link del "$BRIDGE" 2>/dev/null || true
   ip route del "$SERVICE_CIDR" 2>/dev/null || true
   if [[ -f "$state/ip_forward.before" ]]; then cat "$state/ip_forward.before" > /proc/sys/net/ipv4/ip_forward; fi
+  if [[ -f "$state/bridge-nf.before" ]]; then cat "$state/bridge-nf.before" > "$BRIDGE_NF" 2>/dev/null || true; fi
   rm -rf "$state"
 }

@@ -210,7 +210,8 @@ bridge_up() {
   # ClusterIPs from the host: kube-proxy rewrites them in OUTPUT; the route makes the kernel send them at all.
   ip route replace "$SERVICE_CIDR" dev "$BRIDGE"
   echo 1 > /proc/sys/net/ipv4/ip_forward
-  echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables 2>/dev/null || true
+  # Pods reach a Service whose endpoint is on the same bridge only if bridged packets pass iptables.
+  if [[ -f "$BRIDGE_NF" ]]; then echo 1 > "$BRIDGE_NF" 2>/dev/null || true; fi
 }
 
 register_node() {
@@ -246,6 +247,7 @@ up() {
   mkdir -p "$state"
   # What was there before, so that `down` restores it and removes only what is ours.
   [[ -f "$state/ip_forward.before" ]] || cat /proc/sys/net/ipv4/ip_forward > "$state/ip_forward.before"
+  [[ -f "$state/bridge-nf.before" || ! -f "$BRIDGE_NF" ]] || cat "$BRIDGE_NF" > "$state/bridge-nf.before"
   [[ -f "$state/netns.before" ]] || { ls /run/netns 2>/dev/null || true; } > "$state/netns.before"
   [[ -f "$state/nft.before" ]] || nft list tables > "$state/nft.before"
   make_cgroups

@@ -43,7 +43,8 @@ def host_state() -> dict[str, list[str]]:
         "iptables chains": [line for line in _run("iptables-save") if line.startswith((":", "-A", "*"))],
         "netns": sorted(glob.glob("/run/netns/*")),
         "cgroups": sorted(glob.glob("/sys/fs/cgroup/*/omenative")),
-        "ip_forward": [Path("/proc/sys/net/ipv4/ip_forward").read_text().strip()],
+        "sysctls": [Path(f"/proc/sys/net/{name}").read_text().strip() for name in
+                    ("ipv4/ip_forward", "bridge/bridge-nf-call-iptables") if Path(f"/proc/sys/net/{name}").exists()],
     }
 
 
