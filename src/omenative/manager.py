@@ -323,8 +323,13 @@ class Manager:
                               "instance": self.q_instance})
         self.ctx = ctx
         synced = asyncio.Event()
-        endpoints = Endpoints(opts.metrics_bind_address, opts.health_probe_bind_address,
-                              ready_checks={"informers": synced.is_set})
+        ready_checks = {"informers": synced.is_set}
+        webhook_serving = asyncio.Event()
+        if opts.webhook is not None:
+            # The webhook's Service routes to Ready pods only: a pod is Ready once its webhook answers, or the
+            # API server's admission calls to it are refused while it starts.
+            ready_checks["webhook"] = webhook_serving.is_set
+        endpoints = Endpoints(opts.metrics_bind_address, opts.health_probe_bind_address, ready_checks=ready_checks)
         webhook_server = None
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -347,6 +352,7 @@ class Manager:
 
                 webhook_server = WebhookServer(opts.webhook, ctx)
                 await webhook_server.start()
+                webhook_serving.set()
             log.info("caches synced", identity=self.identity)
             if opts.leader_elect:
                 self.elector = LeaderElector(client, name=opts.leader_election_id,

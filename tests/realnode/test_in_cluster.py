@@ -46,7 +46,7 @@ async def test_omenative_runs_in_the_cluster_from_deploy(real_cluster: ControlPl
         for pod in pods:
             assert pod["spec"]["nodeName"] == "real-node-1" and pod["spec"]["serviceAccountName"] == "omenative"
             logs = await kubectl("logs", pod["metadata"]["name"], "-n", "omenative-system")
-            assert "Traceback" not in logs.stdout and "403" not in logs.stdout, logs.stdout[-3000:]
+            assert "Traceback" not in logs.stdout and "403 Forbidden" not in logs.stdout, logs.stdout[-3000:]
 
         # The webhook, served from the pods behind their Service, refuses a bad InferenceService.
         await kubectl("create", "namespace", "bad")
