@@ -7,6 +7,12 @@
 #   hack/sandbox.sh env        print `export KUBECONFIG=...` for a shell to eval
 #   hack/sandbox.sh down       tear a detached sandbox down
 #
+# Options (before or after --detach):
+#   --real-node    add a real node (hack/cluster.sh --real-node, docs/real-node.md); the multi-node example runs on it
+#                  as real processes, so step 4's port-forward and curl get an answer
+#   --in-cluster   with --real-node: omenative runs as pods from deploy/ (image built without a daemon) instead of a
+#                  local process
+#
 # The prefill-decode example uses OME's catalog runtime and model, read from $OME_CATALOG (a clone's config/
 # folder; default ../shared/thirdparty/ome/config); without it, only the multi-node example runs.
 set -euo pipefail
@@ -14,6 +20,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 # shellcheck source=lib/venv.sh
 source "$here/lib/venv.sh"
+# shellcheck source=realnode/lib.sh
+source "$here/realnode/lib.sh"
 
 name="${OMENATIVE_SANDBOX:-omenative-sandbox}"
 state_dir="${OMENATIVE_STATE_DIR:-$repo/.work}"
@@ -56,21 +64,8 @@ wait_ready() {  # kind/name namespace
   }
 }
 
-start() {
-  local detach=$1 start=$SECONDS metrics health webhook
-  mkdir -p "$sandbox"
-  log "python environment (.venv)"
-  ensure_venv "$repo" "" || die "could not install the package into .venv"
-  log "control plane (the first run builds it from source, which takes a while)"
-  cluster up --gpu-nodes 4 --cpu-nodes 1 || die "the control plane did not come up"
-  eval "$(cluster env)"
-  export KUBECONFIG
-  PATH="$(bash -c "source '$here/lib/versions.sh' && echo \$OMENATIVE_BIN_DIR"):$PATH"
-  export PATH
-  kubectl apply --server-side --force-conflicts -f "$repo/manifests/crds" >/dev/null
-  kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
-
-  stop_controller
+start_local() {
+  local metrics health webhook
   metrics=$(free_port); health=$(free_port); webhook=$(free_port)
   log "starting omenative (log: $sandbox/omenative.log)"
   nohup setsid "$repo/.venv/bin/omenative" run --kubeconfig "$KUBECONFIG" --log-format json \
@@ -85,6 +80,42 @@ start() {
     sleep 0.2
   done
   curl -sf "http://127.0.0.1:$health/readyz" >/dev/null || die "omenative is not ready: see $sandbox/omenative.log"
+}
+
+# omenative as pods on the real node, from deploy/, with an image built here and loaded into the node.
+start_in_cluster() {
+  log "building omenative's image and running it from deploy/ (log: kubectl logs -n omenative-system deploy/omenative)"
+  "$here/realnode/controller-image.sh" "$sandbox/omenative.tar" || return 1
+  "$here/realnode/node.sh" load "$(dirname "$KUBECONFIG")" "$sandbox/omenative.tar" || return 1
+  rm -f "$sandbox/omenative.tar"
+  kubectl apply --server-side -k "$repo/deploy" >/dev/null
+  # On the real node: KWOK would report the pods Running on a simulated node without running anything.
+  kubectl patch deployment omenative -n omenative-system --type merge \
+    -p "{\"spec\":{\"template\":{\"spec\":{\"nodeSelector\":{\"$REAL_NODE_LABEL\":\"true\"}}}}}" >/dev/null
+  kubectl rollout status deployment/omenative -n omenative-system --timeout="$timeout" >&2 || return 1
+  echo in-cluster > "$sandbox/mode"
+}
+
+start() {
+  local detach=$1 start=$SECONDS
+  mkdir -p "$sandbox"
+  log "python environment (.venv)"
+  ensure_venv "$repo" "" || die "could not install the package into .venv"
+  log "control plane (the first run builds it from source, which takes a while)"
+  cluster up --gpu-nodes 4 --cpu-nodes 1 ${real_node:+--real-node} || die "the control plane did not come up"
+  eval "$(cluster env)"
+  export KUBECONFIG
+  PATH="$(bash -c "source '$here/lib/versions.sh' && echo \$OMENATIVE_BIN_DIR"):$PATH"
+  export PATH
+  kubectl apply --server-side --force-conflicts -f "$repo/manifests/crds" >/dev/null
+  kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
+
+  stop_controller
+  if [[ -n "$in_cluster" ]]; then
+    start_in_cluster || return 1
+  else
+    start_local || return 1
+  fi
 
   log "serve a multi-node model: qwen3-0-6b on a leader and a worker"
   if [[ -f "$catalog/models/Qwen/Qwen3-0.6B.yaml" ]]; then
@@ -92,7 +123,8 @@ start() {
   else
     kubectl apply -f "$repo/examples/models/qwen3-0-6b.yaml" >/dev/null
   fi
-  "$here/sim/model-agent.sh" qwen3-0-6b '{"modelFormat":{"name":"safetensors","version":"1.0.0"},
+  # With a real node, the model is Ready there only, so the example runs as real processes.
+  NODE_SELECTOR=${real_node:+$REAL_NODE_LABEL=true} "$here/sim/model-agent.sh" qwen3-0-6b '{"modelFormat":{"name":"safetensors","version":"1.0.0"},
     "modelFramework":{"name":"transformers","version":"4.51.0"},"modelArchitecture":"Qwen3ForCausalLM",
     "modelParameterSize":"0.6B"}' >&2
   kubectl apply -f "$repo/examples/multi-node/srt-qwen3-0-6b-multi-node.yaml" >&2
@@ -144,17 +176,30 @@ start() {
   fi
   log "running; Ctrl-C tears the sandbox down"
   trap 'down; exit 0' INT TERM
+  if [[ -n "$in_cluster" ]]; then
+    while true; do sleep 1; done
+  fi
   while kill -0 "$(cat "$sandbox/omenative.pid")" 2>/dev/null; do sleep 1; done
   log "omenative exited: $(tail -3 "$sandbox/omenative.log")"
   down
   return 1
 }
 
-case "${1:-}" in
+real_node="" in_cluster="" action=""
+for arg in "$@"; do
+  case "$arg" in
+    --real-node) real_node=1 ;;
+    --in-cluster) in_cluster=1 ;;
+    *) [[ -z "$action" ]] || die "one of --detach, env or down"; action=$arg ;;
+  esac
+done
+[[ -z "$in_cluster" || -n "$real_node" ]] || die "--in-cluster needs --real-node (the controller's pods run there)"
+
+case "$action" in
   "") start 0 || { log "the sandbox did not become Ready; tearing it down"; down; exit 1; } ;;
   --detach) start 1 || { log "the sandbox is not Ready; it stays up for inspection (hack/sandbox.sh down)"; exit 1; } ;;
   env) cluster env ;;
   down) down ;;
-  -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+  -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown argument: $1 (use --detach, env or down)" ;;
 esac

@@ -9,6 +9,10 @@ BRIDGE_IP=10.244.0.1
 SERVICE_CIDR=10.96.0.0/16
 SERVICE_IP=10.96.0.1           # the `kubernetes` Service: in the API server's certificate
 BRIDGE_NF=/proc/sys/net/bridge/bridge-nf-call-iptables
+# Unix socket paths are limited to 107 bytes and the state folder can be deep (a test's temporary folder): the
+# node's sockets live here instead. One node per machine, so one fixed folder.
+SOCKET_DIR=/run/omenative-node
+CONTAINERD_SOCK=$SOCKET_DIR/containerd.sock
 CGROUP_ROOT=omenative          # every pod's cgroup lives under /omenative in each hierarchy
 CNI_BIN_DIR=/usr/lib/cni       # Debian's containernetworking-plugins
 GPU_RESOURCE=nvidia.com/gpu
@@ -112,7 +116,7 @@ realnode_down() {
   _kill_tree_of_cgroups
   [[ -f "$state/pids/containerd.pid" ]] && kill "$(cat "$state/pids/containerd.pid")" 2>/dev/null || true
   for i in $(seq 1 50); do
-    left=$(pgrep -f -- "$state/" || true)
+    left=$(pgrep -f -- "$state/|$SOCKET_DIR/" || true)
     [[ -z "$left" ]] && break
     [[ $i == 25 ]] && kill -9 $left 2>/dev/null || true
     sleep 0.2
@@ -133,6 +137,9 @@ realnode_down() {
   _remove_new_nft_tables "$state"
   ip link del "$BRIDGE" 2>/dev/null || true
   ip route del "$SERVICE_CIDR" 2>/dev/null || true
+  rm -rf "$SOCKET_DIR"
+  # containerd keeps its shims' sockets and runc's container state under /run/containerd whatever its config says.
+  if [[ -f "$state/run-containerd.absent" ]]; then rm -rf /run/containerd; fi
   if [[ -f "$state/ip_forward.before" ]]; then cat "$state/ip_forward.before" > /proc/sys/net/ipv4/ip_forward; fi
   if [[ -f "$state/bridge-nf.before" ]]; then cat "$state/bridge-nf.before" > "$BRIDGE_NF" 2>/dev/null || true; fi
   rm -rf "$state"

@@ -48,7 +48,7 @@ version = 2
 root = "$state/containerd/root"
 state = "$state/containerd/state"
 [grpc]
-  address = "$state/containerd/containerd.sock"
+  address = "$CONTAINERD_SOCK"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$PAUSE_IMAGE"
   # Without CAP_SYS_RESOURCE runc cannot lower a process's oom_score_adj, and every pod sandbox fails to start.
@@ -104,7 +104,7 @@ authentication:
   anonymous: {enabled: true}
   webhook: {enabled: false}
 authorization: {mode: AlwaysAllow}
-containerRuntimeEndpoint: unix://$state/containerd/containerd.sock
+containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
 cgroupDriver: cgroupfs
 cgroupRoot: /$CGROUP_ROOT
 # This machine runs cgroup v1; kubelet refuses it unless told otherwise.
@@ -160,7 +160,7 @@ EOF
 }
 
 load_images() {
-  local images="$state/images" ctr=(ctr --address "$state/containerd/containerd.sock" -n k8s.io) tar
+  local images="$state/images" ctr=(ctr --address "$CONTAINERD_SOCK" -n k8s.io) tar
   mkdir -p "$images"
   python3 "$here/image.py" --binary "$bin/standin" --path /pause --tag "$PAUSE_IMAGE" --output "$images/pause.tar"
   python3 "$here/image.py" --binary "$bin/standin" --path /usr/local/bin/python3 \
@@ -250,11 +250,13 @@ up() {
   [[ -f "$state/bridge-nf.before" || ! -f "$BRIDGE_NF" ]] || cat "$BRIDGE_NF" > "$state/bridge-nf.before"
   [[ -f "$state/netns.before" ]] || { ls /run/netns 2>/dev/null || true; } > "$state/netns.before"
   [[ -f "$state/nft.before" ]] || nft list tables > "$state/nft.before"
+  [[ -e /run/containerd || -f "$state/run-containerd.absent" ]] || touch "$state/run-containerd.absent"
+  mkdir -p "$SOCKET_DIR"
   make_cgroups
   bridge_up
   write_containerd_config
   start_bg containerd containerd --config "$state/containerd/config.toml"
-  wait_for "containerd" 30 ctr --address "$state/containerd/containerd.sock" version
+  wait_for "containerd" 30 ctr --address "$CONTAINERD_SOCK" version
   load_images
   write_node_credentials
   write_kubelet_config
@@ -274,7 +276,7 @@ case "$cmd" in
   up) up ;;
   load)  # an image archive (e.g. hack/realnode/controller-image.sh's) into the node's containerd
     [[ -n "${3:-}" ]] || die "usage: node.sh load CLUSTER_DIR IMAGE.tar"
-    ctr --address "$state/containerd/containerd.sock" -n k8s.io images import "$3" >/dev/null
+    ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$3" >/dev/null
     log "loaded $3" ;;
   down) realnode_down "$state" ;;
   *) die "unknown command: $cmd" ;;

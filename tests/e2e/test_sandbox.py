@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
+
+import pytest
 
 from tests.support.cluster import REPO
 
@@ -45,3 +49,39 @@ async def test_the_sandbox_runs_the_examples_and_its_commands_work(tmp_path: Pat
         stopped = await run("bash", str(SANDBOX), "down", env=env)
     assert stopped.returncode == 0, stopped.stderr
     assert processes_under(tmp_path) == []
+
+
+async def test_the_sandbox_with_a_real_node_runs_omenative_as_pods_and_answers_step_4() -> None:
+    """hack/sandbox.sh --detach --real-node --in-cluster: omenative runs from deploy/ on the real node, the
+    multi-node example runs there as real processes, and step 4's request is answered."""
+    from tests.realnode.conftest import host_state, unsupported_reason
+
+    reason = unsupported_reason()
+    if reason is not None:
+        print(f"\nskipped: this machine cannot run a real node: {reason}")
+        pytest.skip(f"this machine cannot run a real node: {reason}")
+    # kubelet makes unix sockets under its folder, whose paths may not exceed 107 bytes: a short state folder.
+    state = Path(tempfile.mkdtemp(prefix="sbr-", dir="/tmp"))
+    env = os.environ | {"OMENATIVE_SANDBOX": "sbr", "OMENATIVE_STATE_DIR": str(state)}
+    before = host_state()
+    started = await run("bash", str(SANDBOX), "--detach", "--real-node", "--in-cluster", env=env, timeout=900)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        export = next(line.strip() for line in started.stdout.splitlines() if "export KUBECONFIG=" in line)
+        pods = await run("bash", "-c", f"{export} && kubectl get pods -n omenative-system -o "
+                                       "jsonpath='{.items[*].spec.nodeName}'", env=env)
+        assert pods.stdout.split() == ["real-node-1", "real-node-1"], pods.stdout + pods.stderr
+        # Step 4 of the multi-node guide, with its port-forward left running in the background.
+        step4 = (f"{export} && {{ kubectl port-forward svc/qwen3-multi-node-engine 8080:8080 -n qwen3-multi-node "
+                 ">/dev/null 2>&1 & pf=$!; } && sleep 3 && curl -s http://localhost:8080/v1/chat/completions "
+                 "-H 'Content-Type: application/json' -d '{\"model\": \"Qwen/Qwen3-0.6B\", \"messages\": "
+                 "[{\"role\": \"user\", \"content\": \"Hello\"}]}'; kill $pf")
+        answer = await run("bash", "-c", step4, env=env)
+        assert "stand-in engine qwen3-multi-node-engine-0-leader-0 answered (rank 0 of 2; workers connected: " \
+               "qwen3-multi-node-engine-0-worker-0)" in answer.stdout, answer.stdout + answer.stderr
+    finally:
+        stopped = await run("bash", str(SANDBOX), "down", env=env)
+    assert stopped.returncode == 0, stopped.stderr
+    assert processes_under(state) == []
+    assert host_state() == before
+    shutil.rmtree(state)

@@ -42,6 +42,7 @@ def host_state() -> dict[str, list[str]]:
         "nft tables": _run("nft", "list", "tables"),
         "iptables chains": [line for line in _run("iptables-save") if line.startswith((":", "-A", "*"))],
         "netns": sorted(glob.glob("/run/netns/*")),
+        "run": sorted(glob.glob("/run/containerd") + glob.glob("/run/omenative-node")),
         "cgroups": sorted(glob.glob("/sys/fs/cgroup/*/omenative")),
         "sysctls": [Path(f"/proc/sys/net/{name}").read_text().strip() for name in
                     ("ipv4/ip_forward", "bridge/bridge-nf-call-iptables") if Path(f"/proc/sys/net/{name}").exists()],
