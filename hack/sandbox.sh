@@ -200,6 +200,6 @@ case "$action" in
   --detach) start 1 || { log "the sandbox is not Ready; it stays up for inspection (hack/sandbox.sh down)"; exit 1; } ;;
   env) cluster env ;;
   down) down ;;
-  -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+  -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown argument: $1 (use --detach, env or down)" ;;
 esac
