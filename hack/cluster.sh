@@ -272,5 +272,5 @@ case "$cmd" in
   down) down ;;
   env) [[ -f "$kubeconfig" ]] || die "cluster $name is not up (run hack/cluster.sh up)"; echo "export KUBECONFIG=$kubeconfig" ;;
   status) api_ready && components_alive ;;
-  *) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
