@@ -16,17 +16,15 @@ from tests.support.catalog import CATALOG
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
 from tests.support.model_agent import QWEN3_LEARNED, ModelAgent
-from tests.support.omenative import install_crds, start_controller, stop_controller
+from tests.support.omenative import installed_and_running
 from tests.support.wait import wait_for
 
 
 @pytest_asyncio.fixture(scope="package")
 async def omenative(control_plane: ControlPlane) -> AsyncIterator[ControllerProcess]:
     """omenative with its webhook, for the end-to-end tests (stopped after them, so other tests run their own)."""
-    await install_crds(control_plane)
-    process = await start_controller(control_plane)
-    yield process
-    await stop_controller(control_plane, process)
+    async with installed_and_running(control_plane) as process:
+        yield process
 
 
 def write_yaml(folder: Path, name: str, obj: dict[str, Any]) -> str:

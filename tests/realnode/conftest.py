@@ -13,7 +13,7 @@ import pytest_asyncio
 
 from tests.support.cluster import REPO, ControlPlane
 from tests.support.controller import ControllerProcess
-from tests.support.omenative import install_crds, start_controller, stop_controller
+from tests.support.omenative import installed_and_running
 
 NAME = "omenative-real"
 LIB = REPO / "hack" / "realnode" / "lib.sh"
@@ -68,7 +68,5 @@ def real_cluster() -> Iterator[ControlPlane]:
 
 @pytest_asyncio.fixture(scope="package")
 async def real_omenative(real_cluster: ControlPlane) -> AsyncIterator[ControllerProcess]:
-    await install_crds(real_cluster)
-    process = await start_controller(real_cluster)
-    yield process
-    await stop_controller(real_cluster, process)
+    async with installed_and_running(real_cluster) as process:
+        yield process

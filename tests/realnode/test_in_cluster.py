@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import api_client_for
 from tests.e2e.conftest import write_yaml
+from tests.e2e.test_serve_prefill_decode_model import LLAMA_LEARNED
 from tests.support.catalog import CATALOG, MULTI_NODE_SEED, PD_SEED, seed_yaml_blocks
 from tests.support.cluster import REPO, ControlPlane
 from tests.support.model_agent import QWEN3_LEARNED, ModelAgent
@@ -20,9 +21,6 @@ from tests.support.omenative import install_crds
 
 pytestmark = pytest.mark.e2e
 
-LLAMA_LEARNED = {"modelFormat": {"name": "safetensors", "version": "1.0.0"},
-                 "modelFramework": {"name": "transformers", "version": "4.45.0.dev0"},
-                 "modelArchitecture": "LlamaForCausalLM", "modelParameterSize": "1.24B"}
 BAD = {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "bad", "namespace": "bad"},
        "spec": {"model": {"name": "qwen3-0-6b"}, "engine": {"minReplicas": 1, "leader": {}}}}
 

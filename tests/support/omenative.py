@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 from tests.support.cluster import REPO, ControlPlane
 from tests.support.controller import ControllerProcess, free_port
@@ -42,3 +44,14 @@ async def stop_controller(control_plane: ControlPlane, process: ControllerProces
     # The webhook configurations point at this process; leave none behind for the next tests.
     await control_plane.kubectl("delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration",
                                 "omenative", "--ignore-not-found")
+
+
+@contextlib.asynccontextmanager
+async def installed_and_running(control_plane: ControlPlane) -> AsyncIterator[ControllerProcess]:
+    """omenative's CRDs installed and omenative running with its webhook, stopped (and unregistered) on exit."""
+    await install_crds(control_plane)
+    process = await start_controller(control_plane)
+    try:
+        yield process
+    finally:
+        await stop_controller(control_plane, process)
