@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, cast
 
 import pytest
 
 from omenative.kube import events
 from omenative.kube.clock import FakeClock
-from omenative.kube.events import SPAM_BURST, SPAM_REFILL_SECONDS, EventRecorder
+from omenative.kube.events import SERIES_INTERVAL, SPAM_BURST, SPAM_REFILL_SECONDS, EventRecorder
 
 pytestmark = pytest.mark.unit
 
@@ -34,3 +35,51 @@ def test_full_buckets_are_forgotten_and_a_drained_one_is_kept(monkeypatch: pytes
     for _ in range(3):
         recorder.normal(subject(0), "Flood", "again")
     assert recorder.dropped == dropped + 1
+
+
+class Recorded:
+    """A stand-in API for the recorder: keeps what it was asked to write."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, Any]] = []
+
+    async def create(self, resource: Any, body: dict[str, Any], namespace: str) -> dict[str, Any]:
+        self.writes.append(("create", body["count"]))
+        return body
+
+    async def patch(self, resource: Any, name: str, body: dict[str, Any], namespace: str) -> dict[str, Any]:
+        self.writes.append(("patch", body["count"]))
+        return body
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def test_repeats_within_the_series_interval_cost_one_write_and_the_count_catches_up() -> None:
+    clock = FakeClock()
+    api = Recorded()
+    recorder = EventRecorder(cast(Any, api), clock=clock)
+    recorder.start()
+    try:
+        for _ in range(3):  # every Instance of a component says the same thing at once
+            recorder.warning(subject(0), "MaybeNoGangScheduler", "same")
+        await settle()
+        assert api.writes == [("create", 1)]
+        clock.advance(SERIES_INTERVAL - 1)
+        await settle()
+        assert api.writes == [("create", 1)]
+        clock.advance(1)  # the interval has passed: the two repeats are written as one count
+        await settle()
+        assert api.writes == [("create", 1), ("patch", 3)]
+        clock.advance(10 * SERIES_INTERVAL)  # nothing pending: nothing written
+        await settle()
+        recorder.warning(subject(0), "MaybeNoGangScheduler", "same")  # long after the last write: at once
+        await settle()
+        assert api.writes == [("create", 1), ("patch", 3), ("patch", 4)]
+        recorder.warning(subject(0), "MaybeNoGangScheduler", "same")
+        await settle()
+    finally:
+        await recorder.stop()
+    assert api.writes[-1] == ("patch", 5)  # stopping writes what was still counted in memory

@@ -1,10 +1,12 @@
 """Kubernetes Events, aggregated instead of spammed.
 
 An event repeated for the same object (same type, reason and message) bumps the `count` and `lastTimestamp` of the
-Event already written, as the kubelet and client-go do, so `kubectl get events` shows one line with a count. A token
-bucket per object (burst 25, one more every 5 minutes, client-go's spam filter) drops a flood from one object.
-Recording never blocks a reconcile: events are queued and written by a background task; a failed write is logged
-and dropped, since events are best effort.
+Event already written, so `kubectl get events` shows one line with a count. Like client-go's events library (its
+event series), repeats are counted in memory and written at most once per `SERIES_INTERVAL` per Event: a burst of
+repeats (every Instance of a component saying the same thing) costs the API server one write, not one per repeat, and
+the count catches up within the interval or when the recorder stops. A token bucket per object (burst 25, one more
+every 5 minutes, client-go's spam filter) drops a flood from one object. Recording never blocks a reconcile: events
+are queued and written by background tasks; a failed write is logged and dropped, since events are best effort.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import heapq
 import socket
 import uuid
 from typing import Any
@@ -30,6 +33,10 @@ MAX_MESSAGE = 1024
 SPAM_BURST = 25
 SPAM_REFILL_SECONDS = 300.0
 MAX_BUCKETS = 10_000  # objects tracked by the spam filter before full buckets are forgotten
+SERIES_INTERVAL = 1800.0  # seconds between count updates of one Event (client-go's event series heartbeat)
+MAX_SERIES = 50_000  # Events remembered for counting before the oldest half is forgotten
+
+SeriesKey = tuple[str, str, str, str]  # involved uid, type, reason, message
 
 
 @attrs.frozen
@@ -38,6 +45,16 @@ class EventRecord:
     type: str
     reason: str
     message: str
+
+
+@attrs.define
+class Series:
+    """One written Event and the repeats not yet written to it."""
+    namespace: str
+    name: str
+    written: int  # the count the API shows
+    pending: int  # repeats counted since
+    last_write: float  # clock time of the last write
 
 
 def involved_reference(obj: Obj) -> Obj:
@@ -60,9 +77,12 @@ class EventRecorder:
         self.instance = socket.gethostname()
         self.clock = clock or RealClock()
         self._queue: asyncio.Queue[EventRecord] = asyncio.Queue(maxsize=10_000)
-        self._written: dict[tuple[str, str, str, str], tuple[str, str, int]] = {}  # key -> (ns, name, count)
+        self._written: dict[SeriesKey, Series] = {}
+        self._due: list[tuple[float, SeriesKey]] = []  # (when a series' pending count may be written, series)
+        self._wake = asyncio.Event()
         self._buckets: dict[str, tuple[float, float]] = {}  # object uid -> (tokens, last refill)
         self._task: asyncio.Task[None] | None = None
+        self._flusher: asyncio.Task[None] | None = None
         self.recorded = 0
         self.dropped = 0
 
@@ -106,16 +126,21 @@ class EventRecorder:
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="event recorder")
+            self._flusher = asyncio.create_task(self._flush_loop(), name="event series")
 
     async def stop(self) -> None:
-        """Writes what is queued, then stops."""
+        """Writes what is queued and the counts not yet written, then stops."""
         if self._task is None:
             return
         await self._queue.join()
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._task = None
+        for task in (self._task, self._flusher):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._flusher = None
+        for key in [key for key, series in self._written.items() if series.pending]:
+            await self._write_count(key)
 
     async def _run(self) -> None:
         while True:
@@ -132,19 +157,37 @@ class EventRecorder:
 
     async def _write(self, record: EventRecord) -> None:
         involved = record.involved
-        namespace = involved.get("namespace") or "default"
         key = (involved.get("uid", ""), record.type, record.reason, record.message)
+        series = self._written.get(key)
+        if series is not None:
+            series.pending += 1
+            due = series.last_write + SERIES_INTERVAL
+            if self.clock.now() >= due:
+                await self._write_count(key)
+            elif series.pending == 1:  # the first repeat since the last write: write the count when it is due
+                heapq.heappush(self._due, (due, key))
+                self._wake.set()
+            return
+        await self._create(key, record)
+
+    async def _write_count(self, key: SeriesKey) -> None:
+        series = self._written.get(key)
+        if series is None or not series.pending:
+            return
+        count = series.written + series.pending
+        try:
+            await self.client.patch(EVENTS, series.name, {"count": count, "lastTimestamp": _now()}, series.namespace)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            del self._written[key]  # the Event expired (TTL): the next repeat writes a new one
+            return
+        series.written, series.pending, series.last_write = count, 0, self.clock.now()
+
+    async def _create(self, key: SeriesKey, record: EventRecord) -> None:
+        involved = record.involved
+        namespace = involved.get("namespace") or "default"
         now = _now()
-        seen = self._written.get(key)
-        if seen is not None:
-            ns, name, count = seen
-            try:
-                await self.client.patch(EVENTS, name, {"count": count + 1, "lastTimestamp": now}, ns)
-                self._written[key] = (ns, name, count + 1)
-                return
-            except ApiError as exc:
-                if not exc.not_found:  # the Event expired (TTL): write a new one
-                    raise
         name = f"{involved['name']}.{uuid.uuid4().hex[:16]}"
         body = {
             "apiVersion": "v1", "kind": "Event",
@@ -156,7 +199,32 @@ class EventRecorder:
             "reportingComponent": self.component, "reportingInstance": self.instance,
         }
         await self.client.create(EVENTS, body, namespace)
-        self._written[key] = (namespace, name, 1)
-        if len(self._written) > 50_000:  # keep memory bounded: forget the oldest half
-            for stale in list(self._written)[:25_000]:
+        self._written[key] = Series(namespace, name, written=1, pending=0, last_write=self.clock.now())
+        if len(self._written) > MAX_SERIES:  # keep memory bounded: forget the oldest half
+            for stale in list(self._written)[: MAX_SERIES // 2]:
                 del self._written[stale]
+
+    async def _flush_loop(self) -> None:
+        """Writes each series' count when it is due."""
+        while True:
+            self._wake.clear()
+            if not self._due:
+                await self._wake.wait()
+                continue
+            when = self._due[0][0]
+            if self.clock.now() < when:
+                sleeper = asyncio.ensure_future(self.clock.sleep_until(when))
+                waker = asyncio.ensure_future(self._wake.wait())
+                try:
+                    await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    sleeper.cancel()
+                    waker.cancel()
+                continue  # an earlier due may have arrived: look again
+            _, key = heapq.heappop(self._due)
+            try:
+                await self._write_count(key)
+            except ApiError as exc:
+                log.warning("event count not recorded", reason=key[2], error=str(exc))
+            except Exception:  # best effort, as above
+                log.exception("event count not recorded", reason=key[2])
