@@ -3,7 +3,7 @@
 # run by kwokctl's binary runtime from binaries built by hack/build-binaries.sh.
 #
 #   hack/cluster.sh up   [--name N] [--profile gang|stock] [--gpu-nodes N] [--cpu-nodes N] [--model NAME]... [--bench]
-#                        [--real-node]
+#                        [--real-node | --real-nodes N]
 #   hack/cluster.sh down [--name N]
 #   hack/cluster.sh env  [--name N]      prints `export KUBECONFIG=...` for a shell to eval
 #   hack/cluster.sh status [--name N]    exits non-zero unless every component is alive
@@ -19,6 +19,8 @@
 # --real-node adds one real node (containerd, kubelet, kube-proxy, CoreDNS; hack/realnode/node.sh) that runs real
 #         containers from locally built stand-in images. The API server then listens on every address, so that pods
 #         reach it; KWOK manages only the simulated nodes. One per machine: it changes the host's network.
+# --real-nodes N adds N of them (up to 8), real-node-1 .. real-node-N, each with its own network (its own port
+#         8080 for host-network pods: the prefill-decode guide needs one node per engine and decoder pod).
 #
 # `up` is idempotent: an existing healthy cluster is kept; a stopped one is started again.
 # State lives in $OMENATIVE_STATE_DIR (default: .work/ in the checkout), so two checkouts never share a cluster,
@@ -42,6 +44,7 @@ cpu_nodes=1
 models=()
 bench=false
 real_node=false
+real_nodes=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --name) name=$2; shift 2 ;;
@@ -51,7 +54,8 @@ while [[ $# -gt 0 ]]; do
     --model) models+=("$2"); shift 2 ;;
     --bench) bench=true; shift ;;
     --real-node) real_node=true; shift ;;
-    -h|--help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --real-nodes) real_node=true; real_nodes=$2; shift 2 ;;
+    -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
@@ -236,7 +240,7 @@ up() {
   [[ $profile == gang ]] && install_podgroup_crds
   create_nodes
   if [[ $real_node == true ]]; then
-    REAL_NODE_MODELS="${models[*]+"${models[*]}"}" "$here/realnode/node.sh" up "$cluster_dir"
+    REAL_NODE_MODELS="${models[*]+"${models[*]}"}" "$here/realnode/node.sh" up "$cluster_dir" "$real_nodes"
   fi
   # A component that dies right after start (the scheduler on a bad configuration) is caught here.
   sleep 1
@@ -272,5 +276,5 @@ case "$cmd" in
   down) down ;;
   env) [[ -f "$kubeconfig" ]] || die "cluster $name is not up (run hack/cluster.sh up)"; echo "export KUBECONFIG=$kubeconfig" ;;
   status) api_ready && components_alive ;;
-  *) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -1,10 +1,16 @@
 # shellcheck shell=bash
 # The real node's names and addresses, its packages, and its teardown (shared by node.sh and tests' checks).
 
-NODE_NAME=real-node-1
+# Real nodes are real-node-1 .. real-node-N (at most MAX_REAL_NODES). Each has a network namespace of its own (its
+# own port 8080 for host-network pods, its own iptables and kubelet port; the host's ports stay free for
+# `kubectl port-forward`), joined to the host's bridge by a veth at 10.244.0.(K+1), with its pods on a bridge inside
+# it at 10.244.K.0/24; the host routes each node's pod range to it. The host keeps 10.244.0.1: the API server and
+# CoreDNS answer there.
 REAL_NODE_LABEL=omenative.io/real-node
+MAX_REAL_NODES=8
 BRIDGE=omenative0
-POD_CIDR=10.244.0.0/24
+NODE_CIDR=10.244.0.0/24
+CLUSTER_CIDR=10.244.0.0/16
 BRIDGE_IP=10.244.0.1
 SERVICE_CIDR=10.96.0.0/16
 SERVICE_IP=10.96.0.1           # the `kubernetes` Service: in the API server's certificate
@@ -13,7 +19,7 @@ BRIDGE_NF=/proc/sys/net/bridge/bridge-nf-call-iptables
 # node's sockets live here instead. One node per machine, so one fixed folder.
 SOCKET_DIR=/run/omenative-node
 CONTAINERD_SOCK=$SOCKET_DIR/containerd.sock
-CGROUP_ROOT=omenative          # every pod's cgroup lives under /omenative in each hierarchy
+CGROUP_ROOT=omenative          # every node's pod cgroups live under /omenative/node-K in each hierarchy
 CNI_BIN_DIR=/usr/lib/cni       # Debian's containernetworking-plugins
 GPU_RESOURCE=nvidia.com/gpu
 NODE_GPUS=8
@@ -28,6 +34,13 @@ STANDIN_TAGS=(
 NODE_LABELS=()
 for _model in ${REAL_NODE_MODELS:-}; do NODE_LABELS+=("models.ome.io/clusterbasemodel.$_model=Ready"); done
 REAL_NODE_PACKAGES=(containerd runc containernetworking-plugins iptables nftables conntrack iproute2 openssl)
+
+node_name() { echo "real-node-$1"; }
+node_ip() { echo "10.244.0.$(($1 + 1))"; }
+node_netns() { echo "omenative-node-$1"; }
+node_pod_cidr() { echo "10.244.$1.0/24"; }
+node_pod_gateway() { echo "10.244.$1.1"; }
+node_socket_dir() { echo "$SOCKET_DIR/node-$1"; }
 
 ensure_packages() {
   local missing=() p
@@ -49,10 +62,10 @@ realnode_supported() {
   ip link del omenative-probe
 }
 
-make_cgroups() {  # kubelet wants its cgroup root to exist in every hierarchy
+make_cgroups() {  # node number: kubelet wants its cgroup root to exist in every hierarchy
   local dir
   for dir in /sys/fs/cgroup/*/; do
-    [[ -f "$dir/cgroup.procs" && ! -L "${dir%/}" ]] && mkdir -p "$dir/$CGROUP_ROOT"
+    [[ -f "$dir/cgroup.procs" && ! -L "${dir%/}" ]] && mkdir -p "$dir/$CGROUP_ROOT/node-$1"
   done
   return 0
 }
@@ -109,12 +122,13 @@ realnode_down() {
   local state=$1 pidfile pid left i mnt ns
   [[ -d "$state" ]] || return 0
   # kubelet first, so that nothing restarts what goes next; then the containers (by cgroup), then the rest.
-  for name in kubelet kube-proxy coredns; do
-    pidfile="$state/pids/$name.pid"
+  for pidfile in "$state"/pids/kubelet*.pid "$state"/pids/kube-proxy*.pid "$state"/pids/coredns.pid; do
     [[ -f "$pidfile" ]] && kill "$(cat "$pidfile")" 2>/dev/null || true
   done
   _kill_tree_of_cgroups
-  [[ -f "$state/pids/containerd.pid" ]] && kill "$(cat "$state/pids/containerd.pid")" 2>/dev/null || true
+  for pidfile in "$state"/pids/containerd*.pid; do
+    [[ -f "$pidfile" ]] && kill "$(cat "$pidfile")" 2>/dev/null || true
+  done
   for i in $(seq 1 50); do
     left=$(pgrep -f -- "$state/|$SOCKET_DIR/" || true)
     [[ -z "$left" ]] && break
@@ -122,16 +136,24 @@ realnode_down() {
     sleep 0.2
   done
   _kill_tree_of_cgroups
-  # Pod network namespaces, then every mount under the state folder (volumes, rootfs, shm), deepest first.
+  # The nodes' network namespaces (their veths, routes and iptables go with them), the pods' network namespaces,
+  # then every mount under the state folder (volumes, rootfs, shm), deepest first.
+  for ns in /run/netns/omenative-node-*; do
+    [[ -e "$ns" ]] && ip netns del "$(basename "$ns")" 2>/dev/null || true
+  done
   for ns in /run/netns/cni-*; do
     [[ -e "$ns" ]] || continue
     grep -qx "$(basename "$ns")" "$state/netns.before" 2>/dev/null && continue  # not ours
     umount "$ns" 2>/dev/null || true
     rm -f "$ns"
   done
+  # `ip netns add` makes /run/netns a mount point of its own the first time.
+  if [[ -f "$state/run-netns.unmounted" ]] && mountpoint -q /run/netns; then umount /run/netns 2>/dev/null || true; fi
   while read -r mnt; do
     umount -l "$mnt" 2>/dev/null || true
   done < <(awk -v s="$state/" 'index($5, s) == 1 {print $5}' /proc/self/mountinfo | sort -r)
+  # kubelet links every container's log into /var/log/containers (a fixed folder); the links into our folder go.
+  find /var/log/containers -maxdepth 1 -type l -lname "$state/*" -delete 2>/dev/null || true
   _remove_cgroups
   _remove_iptables
   _remove_new_nft_tables "$state"

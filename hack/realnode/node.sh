@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# One real node beside the simulated ones: containerd + runc, a kubelet, kube-proxy (iptables) and CoreDNS as host
-# processes, pods on a CNI bridge, images loaded from locally built archives. hack/cluster.sh calls it.
+# Real nodes beside the simulated ones: per node containerd + runc, a kubelet and kube-proxy (iptables), and one
+# CoreDNS, as host processes; pods on CNI bridges, images loaded from locally built archives. hack/cluster.sh calls it.
 #
-#   hack/realnode/node.sh up   CLUSTER_DIR   starts the node for the kwokctl cluster in CLUSTER_DIR
-#   hack/realnode/node.sh down CLUSTER_DIR   stops it and removes everything it put on the host
-#   hack/realnode/node.sh load CLUSTER_DIR IMAGE.tar   loads an image archive into the node's containerd
+#   hack/realnode/node.sh up   CLUSTER_DIR [COUNT]  starts COUNT real nodes (default 1) for the kwokctl cluster there
+#   hack/realnode/node.sh down CLUSTER_DIR          stops them and removes everything they put on the host
+#   hack/realnode/node.sh load CLUSTER_DIR IMAGE.tar   loads an image archive into every node's containerd
 #
-# The node touches the host (a bridge, iptables rules, network namespaces, mounts, cgroups, port 10250), so there
-# is one per machine; `down` removes all of it, also after a crash, from what is recorded in the state folder.
+# Each node runs in a network namespace of its own (lib.sh); the host keeps the bridge, CoreDNS and a kube-proxy.
+# The nodes touch the host (a bridge, iptables rules, network namespaces, mounts, cgroups, port 10250), so there is
+# one set per machine; `down` removes all of it, also after a crash, from what is recorded in the state folder.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../lib/versions.sh
@@ -16,7 +17,7 @@ source "$here/../lib/versions.sh"
 source "$here/lib.sh"
 
 cmd=${1:-}; cluster_dir=${2:-}
-[[ -n "$cmd" && -n "$cluster_dir" ]] || { sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+[[ -n "$cmd" && -n "$cluster_dir" ]] || { sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 cluster_dir=$(cd "$cluster_dir" && pwd)
 state="$cluster_dir/realnode"
 bin="$OMENATIVE_BIN_DIR"
@@ -41,75 +42,96 @@ wait_for() {  # description, seconds, command...
   die "$what did not happen within ${seconds}s (logs in $state/logs)"
 }
 
+# Per node K: its folder, name, address, sockets, and how to run a process in its network.
+node_vars() {
+  k=$1
+  dir="$state/node-$k"
+  name=$(node_name "$k")
+  ip=$(node_ip "$k")
+  sockets=$(node_socket_dir "$k")
+  sock="$sockets/containerd.sock"
+  in_net=(nsenter "--net=/run/netns/$(node_netns "$k")")
+  pod_cidr=$(node_pod_cidr "$k") pod_gateway=$(node_pod_gateway "$k")
+}
+
 write_containerd_config() {
-  mkdir -p "$state/containerd" "$state/cni/net.d"
-  cat > "$state/containerd/config.toml" <<EOF
+  mkdir -p "$dir/containerd" "$dir/cni/net.d"
+  cat > "$dir/containerd/config.toml" <<EOF
 version = 2
-root = "$state/containerd/root"
-state = "$state/containerd/state"
+root = "$dir/containerd/root"
+state = "$dir/containerd/state"
 [grpc]
-  address = "$CONTAINERD_SOCK"
+  address = "$sock"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$PAUSE_IMAGE"
   # Without CAP_SYS_RESOURCE runc cannot lower a process's oom_score_adj, and every pod sandbox fails to start.
   restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$CNI_BIN_DIR"
-    conf_dir = "$state/cni/net.d"
+    conf_dir = "$dir/cni/net.d"
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
     runtime_type = "io.containerd.runc.v2"
 EOF
-  cat > "$state/cni/net.d/10-omenative.conflist" <<EOF
+  cat > "$dir/cni/net.d/10-omenative.conflist" <<EOF
 {
   "cniVersion": "0.4.0",
   "name": "omenative",
   "plugins": [
     {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": true, "hairpinMode": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$BRIDGE_IP"}]],
-              "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "$state/cni/ipam"}},
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$pod_cidr", "gateway": "$pod_gateway"}]],
+              "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "$dir/cni/ipam"}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
 EOF
 }
 
+# The API server as the nodes reach it: at the bridge address (a node in its own network has its own 127.0.0.1).
+write_cluster_kubeconfig() {
+  kubectl config view --raw --minify --flatten | sed "s#https://127.0.0.1:#https://$BRIDGE_IP:#" \
+    > "$state/cluster.kubeconfig"
+}
+
 # A node identity the Node authorizer accepts: CN=system:node:NAME, O=system:nodes, signed by the cluster's CA.
 write_node_credentials() {
   local pki="$cluster_dir/pki" server
-  mkdir -p "$state/pki"
-  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$state/pki/node.key" \
-    -subj "/O=system:nodes/CN=system:node:$NODE_NAME" -out "$state/pki/node.csr" 2>/dev/null
-  openssl x509 -req -in "$state/pki/node.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
-    -days 30 -out "$state/pki/node.crt" 2>/dev/null
-  server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
-  cat > "$state/kubelet.kubeconfig" <<EOF
+  mkdir -p "$dir/pki"
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$dir/pki/node.key" \
+    -subj "/O=system:nodes/CN=system:node:$name" -out "$dir/pki/node.csr" 2>/dev/null
+  openssl x509 -req -in "$dir/pki/node.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+    -days 30 -out "$dir/pki/node.crt" 2>/dev/null
+  server=$("$bin/kubectl" --kubeconfig "$state/cluster.kubeconfig" config view --minify \
+    -o jsonpath='{.clusters[0].cluster.server}')
+  cat > "$dir/kubelet.kubeconfig" <<EOF
 apiVersion: v1
 kind: Config
 clusters: [{name: local, cluster: {server: "$server", certificate-authority: "$pki/ca.crt"}}]
-users: [{name: node, user: {client-certificate: "$state/pki/node.crt", client-key: "$state/pki/node.key"}}]
+users: [{name: node, user: {client-certificate: "$dir/pki/node.crt", client-key: "$dir/pki/node.key"}}]
 contexts: [{name: node, context: {cluster: local, user: node}}]
 current-context: node
 EOF
 }
 
 write_kubelet_config() {
-  mkdir -p "$state/kubelet"
-  cat > "$state/kubelet/config.yaml" <<EOF
+  mkdir -p "$dir/kubelet"
+  cat > "$dir/kubelet/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # The API server's calls (logs, exec, port-forward) come without a client certificate from kwokctl's API server.
-address: $BRIDGE_IP
+address: $ip
 port: 10250
 authentication:
   anonymous: {enabled: true}
   webhook: {enabled: false}
 authorization: {mode: AlwaysAllow}
-containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
+containerRuntimeEndpoint: unix://$sock
 cgroupDriver: cgroupfs
-cgroupRoot: /$CGROUP_ROOT
+cgroupRoot: /$CGROUP_ROOT/node-$k
 # This machine runs cgroup v1; kubelet refuses it unless told otherwise.
 failCgroupV1: false
 failSwapOn: false
+# Each node its own pod log folder: a kubelet removes the folders of pods it does not know from a shared one.
+podLogsDir: $dir/kubelet/logs
 clusterDNS: [$BRIDGE_IP]
 clusterDomain: cluster.local
 resolvConf: $state/resolv.conf
@@ -124,21 +146,19 @@ fileCheckFrequency: 5s
 volumeStatsAggPeriod: 0s
 localStorageCapacityIsolation: false
 EOF
-  # Pods get cluster DNS from kubelet; the node itself resolves nothing outside (no upstream on this machine).
-  printf 'nameserver %s\n' "$BRIDGE_IP" > "$state/resolv.conf"
 }
 
-write_kube_proxy_config() {
-  cat > "$state/kube-proxy.yaml" <<EOF
+write_kube_proxy_config() {  # file, node name
+  cat > "$1" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
-clusterCIDR: $POD_CIDR
-hostnameOverride: $NODE_NAME
+clusterCIDR: $CLUSTER_CIDR
+hostnameOverride: $2
 bindAddress: 127.0.0.1
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
-clientConnection: {kubeconfig: "$kubeconfig"}
+clientConnection: {kubeconfig: "$state/cluster.kubeconfig"}
 # This container may not write the host's conntrack sysctls; leave them as they are.
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 EOF
@@ -157,16 +177,22 @@ write_corefile() {
     }
 }
 EOF
+  # Pods get cluster DNS from kubelet; the nodes themselves resolve nothing outside (no upstream on this machine).
+  printf 'nameserver %s\n' "$BRIDGE_IP" > "$state/resolv.conf"
 }
 
-load_images() {
-  local images="$state/images" ctr=(ctr --address "$CONTAINERD_SOCK" -n k8s.io) tar
+build_images() {
+  local images="$state/images"
   mkdir -p "$images"
   python3 "$here/image.py" --binary "$bin/standin" --path /pause --tag "$PAUSE_IMAGE" --output "$images/pause.tar"
   python3 "$here/image.py" --binary "$bin/standin" --path /usr/local/bin/python3 \
     "${STANDIN_TAGS[@]/#/--tag=}" --output "$images/standin.tar"
-  for tar in "$images"/*.tar; do
-    "${ctr[@]}" images import --no-unpack=false "$tar" >/dev/null
+}
+
+load_images() {  # into node K's containerd
+  local tar
+  for tar in "$state"/images/*.tar; do
+    ctr --address "$sock" -n k8s.io images import --no-unpack=false "$tar" >/dev/null
   done
 }
 
@@ -176,21 +202,23 @@ load_images() {
 # volumes it mounts there are seen by containerd and runc, which run on the host's mounts.
 write_machine() {
   local m="$state/machine" i
-  mkdir -p "$m/cpu" "$m/node"
-  for i in $(seq 0 $((NODE_CPUS - 1))); do mkdir -p "$m/cpu/cpu$i"; done
-  for i in online possible present; do echo "0-$((NODE_CPUS - 1))" > "$m/cpu/$i"; done
-  awk -v kb="$NODE_MEMORY_KIB" '$1 == "MemTotal:" {printf "MemTotal:       %d kB\n", kb; next} {print}' \
-    /proc/meminfo > "$m/meminfo"
-  mkdir -p "$state/kubelet/root"
-  if ! mountpoint -q "$state/kubelet/root"; then
-    mount --bind "$state/kubelet/root" "$state/kubelet/root"
-    mount --make-shared "$state/kubelet/root"
+  if [[ ! -f "$m/meminfo" ]]; then
+    mkdir -p "$m/cpu" "$m/node"
+    for i in $(seq 0 $((NODE_CPUS - 1))); do mkdir -p "$m/cpu/cpu$i"; done
+    for i in online possible present; do echo "0-$((NODE_CPUS - 1))" > "$m/cpu/$i"; done
+    awk -v kb="$NODE_MEMORY_KIB" '$1 == "MemTotal:" {printf "MemTotal:       %d kB\n", kb; next} {print}' \
+      /proc/meminfo > "$m/meminfo"
+  fi
+  mkdir -p "$dir/kubelet/root"
+  if ! mountpoint -q "$dir/kubelet/root"; then
+    mount --bind "$dir/kubelet/root" "$dir/kubelet/root"
+    mount --make-shared "$dir/kubelet/root"
   fi
 }
 
 start_kubelet() {
   local m="$state/machine"
-  start_bg kubelet unshare --mount --propagation unchanged -- bash -c '
+  start_bg "kubelet-$k" "${in_net[@]}" unshare --mount --propagation unchanged -- bash -c '
     set -e
     mount --bind "$1/meminfo" /proc/meminfo
     mount --bind "$1/cpu" /sys/devices/system/cpu
@@ -200,11 +228,11 @@ start_kubelet() {
 }
 
 bridge_up() {
-  # The bridge exists before the first pod so that the node, CoreDNS and the API server's advertised address
+  # The bridge exists before the first pod so that the nodes, CoreDNS and the API server's advertised address
   # (pods reach the API there) have an address on it; the CNI bridge plugin takes it as it is.
   if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
     ip link add "$BRIDGE" type bridge
-    ip addr add "$BRIDGE_IP/${POD_CIDR#*/}" dev "$BRIDGE"
+    ip addr add "$BRIDGE_IP/${NODE_CIDR#*/}" dev "$BRIDGE"
   fi
   ip link set "$BRIDGE" up
   # ClusterIPs from the host: kube-proxy rewrites them in OUTPUT; the route makes the kernel send them at all.
@@ -214,34 +242,71 @@ bridge_up() {
   if [[ -f "$BRIDGE_NF" ]]; then echo 1 > "$BRIDGE_NF" 2>/dev/null || true; fi
 }
 
+# A node's network namespace, joined to the host's bridge by a veth, forwarding for its pods' bridge.
+netns_up() {
+  local ns veth
+  ns=$(node_netns "$k")
+  veth="omn-veth$k"
+  ip netns add "$ns"
+  ip link add "$veth" type veth peer name eth0 netns "$ns"
+  ip link set "$veth" master "$BRIDGE" up
+  ip -n "$ns" link set lo up
+  ip -n "$ns" addr add "$ip/${NODE_CIDR#*/}" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" route add default via "$BRIDGE_IP"
+  "${in_net[@]}" sh -c 'echo 1 > /proc/sys/net/ipv4/ip_forward'
+  ip route replace "$pod_cidr" via "$ip" dev "$BRIDGE"
+}
+
 register_node() {
-  wait_for "node $NODE_NAME registering" 60 kubectl get node "$NODE_NAME"
+  wait_for "node $name registering" 60 kubectl get node "$name"
   # A GPU node in the guides' sense: the GPUs are advertised (no device plugin runs: the stand-ins need none),
   # and the models the cluster knows are Ready on it, as the model agent would label them.
-  kubectl patch node "$NODE_NAME" --subresource status --type merge \
+  kubectl patch node "$name" --subresource status --type merge \
     -p "{\"status\":{\"capacity\":{\"$GPU_RESOURCE\":\"$NODE_GPUS\"}}}" >/dev/null
   local label
   for label in "${NODE_LABELS[@]+"${NODE_LABELS[@]}"}"; do
-    kubectl label node "$NODE_NAME" --overwrite "$label" >/dev/null
+    kubectl label node "$name" --overwrite "$label" >/dev/null
   done
-  wait_for "node $NODE_NAME Ready" 90 kubectl wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s
+}
+
+node_up() {  # node number
+  node_vars "$1"
+  mkdir -p "$dir" "$sockets"
+  make_cgroups "$k"
+  netns_up
+  write_containerd_config
+  start_bg "containerd-$k" "${in_net[@]}" containerd --config "$dir/containerd/config.toml"
+  wait_for "containerd of $name" 30 ctr --address "$sock" version
+  load_images
+  write_node_credentials
+  write_kubelet_config
+  write_kube_proxy_config "$dir/kube-proxy.yaml" "$name"
+  start_bg "kube-proxy-$k" "${in_net[@]}" "$bin/kube-proxy" --config "$dir/kube-proxy.yaml"
+  write_machine
+  start_kubelet "$bin/kubelet" --config "$dir/kubelet/config.yaml" --kubeconfig "$dir/kubelet.kubeconfig" \
+    --root-dir "$dir/kubelet/root" --cert-dir "$dir/kubelet/pki" --hostname-override "$name" \
+    --node-ip "$ip" --node-labels "$REAL_NODE_LABEL=true"
 }
 
 running() {
-  local name
-  for name in containerd kubelet kube-proxy coredns; do
-    [[ -f "$state/pids/$name.pid" ]] && kill -0 "$(cat "$state/pids/$name.pid")" 2>/dev/null || return 1
+  local pidfile k
+  [[ -f "$state/count" ]] || return 1
+  for pidfile in "$state/pids/coredns.pid" "$state/pids/kube-proxy-host.pid" $(for k in $(seq 1 "$(cat "$state/count")"); do
+      echo "$state/pids/containerd-$k.pid" "$state/pids/kubelet-$k.pid" "$state/pids/kube-proxy-$k.pid"; done); do
+    [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null || return 1
   done
 }
 
 up() {
-  local start=$SECONDS
+  local start=$SECONDS count=${1:-1} k
   [[ -f "$kubeconfig" ]] || die "no cluster in $cluster_dir"
-  if running; then
-    log "real node $NODE_NAME is running"
+  [[ $count -ge 1 && $count -le $MAX_REAL_NODES ]] || die "between 1 and $MAX_REAL_NODES real nodes, not $count"
+  if running && [[ $(cat "$state/count") == "$count" ]]; then
+    log "$count real node(s) running"
     return 0
   fi
-  # Whatever a crash left behind goes first: a half-started node is started again from scratch.
+  # Whatever a crash left behind goes first: half-started nodes are started again from scratch.
   [[ -d "$state" ]] && realnode_down "$state"
   ensure_packages
   mkdir -p "$state"
@@ -251,32 +316,34 @@ up() {
   [[ -f "$state/netns.before" ]] || { ls /run/netns 2>/dev/null || true; } > "$state/netns.before"
   [[ -f "$state/nft.before" ]] || nft list tables > "$state/nft.before"
   [[ -e /run/containerd || -f "$state/run-containerd.absent" ]] || touch "$state/run-containerd.absent"
+  mountpoint -q /run/netns || [[ -f "$state/run-netns.unmounted" ]] || touch "$state/run-netns.unmounted"
+  echo "$count" > "$state/count"
   mkdir -p "$SOCKET_DIR"
-  make_cgroups
   bridge_up
-  write_containerd_config
-  start_bg containerd containerd --config "$state/containerd/config.toml"
-  wait_for "containerd" 30 ctr --address "$CONTAINERD_SOCK" version
-  load_images
-  write_node_credentials
-  write_kubelet_config
-  write_kube_proxy_config
+  write_cluster_kubeconfig
   write_corefile
   start_bg coredns "$bin/coredns" -conf "$state/Corefile"
-  start_bg kube-proxy "$bin/kube-proxy" --config "$state/kube-proxy.yaml"
-  write_machine
-  start_kubelet "$bin/kubelet" --config "$state/kubelet/config.yaml" --kubeconfig "$state/kubelet.kubeconfig" \
-    --root-dir "$state/kubelet/root" --cert-dir "$state/kubelet/pki" --hostname-override "$NODE_NAME" \
-    --node-ip "$BRIDGE_IP" --node-labels "$REAL_NODE_LABEL=true"
-  register_node
-  log "real node $NODE_NAME is Ready in $((SECONDS - start))s"
+  # ClusterIPs from the host too (the API server calls the in-cluster webhook at its Service's address): a
+  # kube-proxy in the host's network, as if the host were a node.
+  write_kube_proxy_config "$state/kube-proxy-host.yaml" "$(node_name 1)"
+  start_bg kube-proxy-host "$bin/kube-proxy" --config "$state/kube-proxy-host.yaml"
+  build_images
+  for k in $(seq 1 "$count"); do node_up "$k"; done
+  for k in $(seq 1 "$count"); do node_vars "$k"; register_node; done
+  for k in $(seq 1 "$count"); do
+    wait_for "node $(node_name "$k") Ready" 90 kubectl wait --for=condition=Ready "node/$(node_name "$k")" --timeout=1s
+  done
+  log "$count real node(s) Ready in $((SECONDS - start))s"
 }
 
 case "$cmd" in
-  up) up ;;
-  load)  # an image archive (e.g. hack/realnode/controller-image.sh's) into the node's containerd
+  up) up "${3:-1}" ;;
+  load)  # an image archive (e.g. hack/realnode/controller-image.sh's) into every node's containerd
     [[ -n "${3:-}" ]] || die "usage: node.sh load CLUSTER_DIR IMAGE.tar"
-    ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$3" >/dev/null
+    for k in $(seq 1 "$(cat "$state/count" 2>/dev/null || echo 1)"); do
+      node_vars "$k"
+      ctr --address "$sock" -n k8s.io images import "$3" >/dev/null
+    done
     log "loaded $3" ;;
   down) realnode_down "$state" ;;
   *) die "unknown command: $cmd" ;;

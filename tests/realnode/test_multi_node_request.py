@@ -3,15 +3,14 @@ answered by the stand-in engine, whose worker found the leader through OME_LEADE
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import write_yaml
+from tests.realnode.conftest import REAL_NODES
+from tests.realnode.forward import FORWARDING, content, curl, port_forward
 from tests.support.catalog import CATALOG, MULTI_NODE_SEED, seed_yaml_blocks
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
@@ -24,33 +23,10 @@ NS = "qwen3-multi-node"
 ISVC = "qwen3-multi-node"
 LEADER, WORKER = f"{ISVC}-engine-0-leader-0", f"{ISVC}-engine-0-worker-0"
 # Step 4's request, as the guide writes it.
-CURL = ["curl", "-s", "http://localhost:8080/v1/chat/completions", "-H", "Content-Type: application/json", "-d",
-        '{"model": "Qwen/Qwen3-0.6B", "messages": [{"role": "user", "content": "What is Kubernetes? Answer in one '
-        'sentence."}], "max_tokens": 100, "chat_template_kwargs": {"enable_thinking": false}}']
-
-
-@asynccontextmanager
-async def port_forward(control_plane: ControlPlane) -> AsyncIterator[list[str]]:
-    """`kubectl port-forward svc/qwen3-multi-node-engine 8080:8080 -n qwen3-multi-node`, left running; yields the
-    lines it printed once it forwards."""
-    proc = await asyncio.create_subprocess_exec(
-        str(control_plane.bin_dir / "kubectl"), "port-forward", f"svc/{ISVC}-engine", "8080:8080", "-n", NS,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=control_plane.env())
-    assert proc.stdout is not None
-    lines = [(await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip() for _ in range(2)]
-    try:
-        yield lines
-    finally:
-        proc.terminate()
-        await proc.wait()
-
-
-async def chat(control_plane: ControlPlane) -> dict[str, object]:
-    proc = await asyncio.create_subprocess_exec(*CURL, stdout=asyncio.subprocess.PIPE, env=control_plane.env())
-    out, _ = await proc.communicate()
-    assert proc.returncode == 0, f"curl exited {proc.returncode}"
-    answer: dict[str, object] = json.loads(out)
-    return answer
+REQUEST: dict[str, object] = {
+    "model": "Qwen/Qwen3-0.6B",
+    "messages": [{"role": "user", "content": "What is Kubernetes? Answer in one sentence."}], "max_tokens": 100,
+    "chat_template_kwargs": {"enable_thinking": False}}
 
 
 async def test_step_4_is_answered_by_the_leader_with_its_worker_connected(
@@ -65,7 +41,7 @@ async def test_step_4_is_answered_by_the_leader_with_its_worker_connected(
     await kubectl("patch", "clusterbasemodel", "qwen3-0-6b", "--subresource", "status", "--type", "merge",
                   "-p", json.dumps({"status": {"state": "Ready", "lifecycle": "Ready"}}))
     ready_nodes = await kubectl("get", "nodes", "-l", "models.ome.io/clusterbasemodel.qwen3-0-6b=Ready", "-o", "name")
-    assert ready_nodes.stdout.split() == ["node/real-node-1"]
+    assert ready_nodes.stdout.split() == [f"node/real-node-{i}" for i in range(1, REAL_NODES + 1)]
 
     # Steps 1-3, as the guide writes them.
     await kubectl("apply", "-f", write_yaml(tmp_path, "srt-qwen3-0-6b-multi-node.yaml", runtime))
@@ -77,12 +53,11 @@ async def test_step_4_is_answered_by_the_leader_with_its_worker_connected(
     assert out.returncode == 0, out.output + (await kubectl("get", "pods", "-n", NS, "-o", "wide")).output
 
     # Step 4: the request goes to the leader, which serves with its worker connected.
-    async with port_forward(real_cluster) as printed:
-        assert printed == ["Forwarding from 127.0.0.1:8080 -> 8080", "Forwarding from [::1]:8080 -> 8080"]
-        answer = await chat(real_cluster)
+    async with port_forward(real_cluster, f"{ISVC}-engine", NS) as printed:
+        assert printed[:2] == FORWARDING
+        answer = await curl(real_cluster, REQUEST)
     assert answer["object"] == "chat.completion" and answer["model"] == "Qwen/Qwen3-0.6B"
-    content = answer["choices"][0]["message"]["content"]  # type: ignore[index]
-    assert f"stand-in engine {LEADER} answered (rank 0 of 2; workers connected: {WORKER})" in content
+    assert f"stand-in engine {LEADER} answered (rank 0 of 2; workers connected: {WORKER})" in content(answer)
 
     # Deleting the worker takes the Instance down (the whole gang restarts) until the new worker reconnects.
     await kubectl("delete", "pod", WORKER, "-n", NS, "--wait=false")
@@ -99,9 +74,9 @@ async def test_step_4_is_answered_by_the_leader_with_its_worker_connected(
     incarnations = await kubectl("get", "pods", "-n", NS, "-l", f"ome.io/inferenceservice={ISVC}", "-o",
                                  "jsonpath={.items[*].metadata.labels.ome\\.io/instance-incarnation}")
     assert incarnations.stdout.split() == ["2", "2"]
-    async with port_forward(real_cluster):
-        answer = await chat(real_cluster)
-    content = answer["choices"][0]["message"]["content"]  # type: ignore[index]
-    assert f"workers connected: {WORKER}" in content
+    async with port_forward(real_cluster, f"{ISVC}-engine", NS):
+        answer = await curl(real_cluster, REQUEST)
+    assert f"workers connected: {WORKER}" in content(answer)
     logs = await kubectl("logs", LEADER, "-n", NS)
     assert f"leader: worker {WORKER} (rank 1) connected" in logs.stdout
+    await kubectl("delete", "namespace", NS, "--wait=true", "--timeout=120s")

@@ -17,9 +17,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -226,7 +228,26 @@ func engine(flags map[string]string) {
 	})
 	listen := net.JoinHostPort(get(flags, "host", "0.0.0.0"), get(flags, "port", "30000"))
 	log.Printf("engine (%s, rank %d of %d) serving %s on %s", role(mode), rank, nodes, model, listen)
-	log.Fatal(http.ListenAndServe(listen, mux))
+	serve(listen, mux)
+}
+
+// serve answers until SIGTERM, then stops taking connections and finishes the requests in flight, as a serving
+// engine or router does when its pod is deleted.
+func serve(listen string, handler http.Handler) {
+	server := &http.Server{Addr: listen, Handler: handler}
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-signals
+		log.Printf("stopping: finishing the requests in flight")
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = server.Shutdown(ctx)
+	}()
+	if err := server.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+		log.Fatal(err)
+	}
+	os.Exit(0)
 }
 
 func role(mode string) string {
@@ -355,14 +376,19 @@ func router(flags map[string]string) {
 	}
 	go d.refresh()
 	var next atomic.Int64
-	pick := func() (backend, backend, bool) {
+	// The pods discovered now, each list rotated to start at the next one in turn (round robin).
+	pick := func() ([]backend, []backend, bool) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		if len(d.prefills) == 0 || len(d.decodes) == 0 {
-			return backend{}, backend{}, false
+			return nil, nil, false
 		}
 		n := int(next.Add(1))
-		return d.prefills[n%len(d.prefills)], d.decodes[n%len(d.decodes)], true
+		rotate := func(list []backend) []backend {
+			i := n % len(list)
+			return append(append([]backend{}, list[i:]...), list[:i]...)
+		}
+		return rotate(d.prefills), rotate(d.decodes), true
 	}
 	forward := func(to backend, body []byte) (map[string]any, error) {
 		resp, err := http.Post("http://"+to.Address+"/v1/chat/completions", "application/json", bytes.NewReader(body))
@@ -384,19 +410,36 @@ func router(flags map[string]string) {
 		}
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	alive := func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") }
+	mux.HandleFunc("/health", alive)
+	mux.HandleFunc("/liveness", alive) // the PD runtime's router livenessProbe
+	// A pod that went away since the last discovery (discovery runs every second) costs a retry on the next one,
+	// as SGLang's router retries; only when every discovered pod fails does the client see an error.
+	forwardAny := func(to []backend, body []byte) (backend, map[string]any, error) {
+		var errs []string
+		for _, b := range to {
+			answer, err := forward(b, body)
+			if err == nil {
+				return b, answer, nil
+			}
+			log.Printf("router: %v; trying the next pod", err)
+			errs = append(errs, err.Error())
+		}
+		return backend{}, nil, errors.New(strings.Join(errs, "; "))
+	}
 	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		prefill, decode, ok := pick()
+		prefills, decodes, ok := pick()
 		if !ok {
 			http.Error(w, "no prefill or no decode pod discovered", http.StatusServiceUnavailable)
 			return
 		}
-		if _, err := forward(prefill, body); err != nil {
+		prefill, _, err := forwardAny(prefills, body)
+		if err != nil {
 			http.Error(w, "prefill: "+err.Error(), http.StatusBadGateway)
 			return
 		}
-		answer, err := forward(decode, body)
+		decode, answer, err := forwardAny(decodes, body)
 		if err != nil {
 			http.Error(w, "decode: "+err.Error(), http.StatusBadGateway)
 			return
@@ -408,5 +451,5 @@ func router(flags map[string]string) {
 	})
 	listen := net.JoinHostPort(get(flags, "host", "0.0.0.0"), get(flags, "port", "8080"))
 	log.Printf("router: prefill %q, decode %q in %s, serving on %s", d.prefill, d.decode, d.ns, listen)
-	log.Fatal(http.ListenAndServe(listen, mux))
+	serve(listen, mux)
 }
