@@ -46,3 +46,11 @@ def test_admission_responses_and_defaulting() -> None:
                                        "router": {"runner": {"name": "router"}}}})
     assert patch == [{"op": "remove", "path": "/spec/engine/runner/name"},
                      {"op": "remove", "path": "/spec/engine/leader/runner/name"}]
+
+
+def test_a_host_longer_than_a_common_name_still_gets_a_certificate() -> None:
+    host = "omenative-webhook." + "n" * 60 + ".svc"  # a Service in a long namespace: 82 characters
+    bundle = make_bundle([host], dt.datetime.now(dt.UTC))
+    cert = x509.load_pem_x509_certificate(bundle.cert)
+    assert cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName) == [host]

@@ -63,7 +63,9 @@ def make_serving_cert(ca_cert: bytes, ca_key: bytes, hosts: list[str], now: dt.d
         except ValueError:
             names.append(x509.DNSName(host))
     cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
+            # A common name holds at most 64 characters and clients match the SANs, not it: a Service in a long
+            # namespace still gets a certificate.
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0][:64])]))
             .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + CERT_LIFETIME)
             .add_extension(x509.SubjectAlternativeName(names), critical=False)

@@ -207,31 +207,54 @@ class WebhookServer:
             ]}
         return validating, mutating
 
-    async def _load_bundle(self) -> Bundle | None:
-        if self.service:
-            namespace, name = self.service
-            try:
-                secret = await self.ctx.client.get(SECRETS, f"{name}-certs", namespace)
-            except ApiError as exc:
-                if exc.not_found:
-                    return None
-                raise
-            data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
-            return Bundle(*(data[k] for k in BUNDLE_FILES)) if all(k in data for k in BUNDLE_FILES) else None
-        if self.options.cert_dir:
-            return await asyncio.to_thread(_read_dir, Path(self.options.cert_dir))
-        return None
+    async def _load_secret(self) -> Obj | None:
+        assert self.service is not None
+        namespace, name = self.service
+        try:
+            return await self.ctx.client.get(SECRETS, f"{name}-certs", namespace)
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
 
-    async def _store_bundle(self, bundle: Bundle) -> None:
+    async def _load_bundle(self) -> tuple[Bundle | None, str | None]:
+        """The stored bundle and, in a Secret, the Secret's resourceVersion (None when there is no Secret)."""
+        if self.service:
+            secret = await self._load_secret()
+            if secret is None:
+                return None, None
+            data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+            bundle = Bundle(*(data[k] for k in BUNDLE_FILES)) if all(k in data for k in BUNDLE_FILES) else None
+            return bundle, secret["metadata"].get("resourceVersion")
+        if self.options.cert_dir:
+            return await asyncio.to_thread(_read_dir, Path(self.options.cert_dir)), None
+        return None, None
+
+    async def _store_bundle(self, bundle: Bundle, version: str | None) -> bool:
+        """Stores the bundle; False when another replica stored one first. Replicas start together and each makes a
+        bundle: the Secret is created (only one create succeeds) or updated on the version read (only one update of
+        it succeeds), so that every replica serves with the certificate the caBundle names."""
         files = dict(zip(BUNDLE_FILES, attrs.astuple(bundle), strict=True))
         if self.service:
             namespace, name = self.service
-            secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                      "metadata": {"name": f"{name}-certs", "namespace": namespace},
-                      "data": {k: base64.b64encode(v).decode() for k, v in files.items()}}
-            await self.ctx.client.apply(SECRETS, secret, field_manager=c.FIELD_MANAGER)
+            data = {k: base64.b64encode(v).decode() for k, v in files.items()}
+            try:
+                if version is None:
+                    await self.ctx.client.create(SECRETS, {
+                        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                        "metadata": {"name": f"{name}-certs", "namespace": namespace}, "data": data}, namespace,
+                        field_manager=c.FIELD_MANAGER)
+                else:
+                    await self.ctx.client.patch(SECRETS, f"{name}-certs", {
+                        "metadata": {"resourceVersion": version}, "data": data}, namespace,
+                        field_manager=c.FIELD_MANAGER)
+            except ApiError as exc:
+                if exc.conflict:  # AlreadyExists, or the Secret changed since it was read
+                    return False
+                raise
         elif self.options.cert_dir:
             await asyncio.to_thread(_write_dir, Path(self.options.cert_dir), files)
+        return True
 
     def _load_into_ssl(self, bundle: Bundle) -> None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -243,11 +266,12 @@ class WebhookServer:
     async def ensure_certificates(self) -> bool:
         """Makes or renews the certificates; True when they changed."""
         now = dt.datetime.now(dt.UTC)
-        current = await self._load_bundle()
+        current, version = await self._load_bundle()
         fresh = renew(current, self.hosts(), now)
         if fresh is not current:
-            await self._store_bundle(fresh)
-            current = await self._load_bundle() or fresh  # another replica may have won the race
+            stored = await self._store_bundle(fresh, version)
+            # Another replica stored its bundle first: serve that one.
+            current = fresh if stored else (await self._load_bundle())[0] or fresh
         changed = self.bundle is None or current.cert != self.bundle.cert
         if changed:
             self._load_into_ssl(current)
