@@ -19,6 +19,7 @@ from tests.support.cluster import REPO, ControlPlane
 from tests.support.model_agent import QWEN3_LEARNED, ModelAgent
 from tests.support.nodes import node_manifest
 from tests.support.omenative import install_crds
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -49,11 +50,20 @@ async def test_omenative_runs_in_the_cluster_from_deploy(real_cluster: ControlPl
             assert "Traceback" not in logs.stdout and "403 Forbidden" not in logs.stdout, logs.stdout[-3000:]
 
         # The webhook, served from the pods behind their Service, refuses a bad InferenceService.
+        # The API server calls it at its Service's ClusterIP, which works once the kube-proxy on the host has the
+        # Ready pods' endpoints: under load that lags the rollout by a moment ("connection refused" until then), as
+        # with any webhook right after its install. The bad object is refused either way, so the apply is retried.
         await kubectl("create", "namespace", "bad")
-        out = await kubectl("apply", "-f", write_yaml(tmp_path, "bad.yaml", BAD), check=False)
-        assert out.returncode != 0
+        bad = write_yaml(tmp_path, "bad.yaml", BAD)
+
+        async def refused_by_the_webhook() -> str | None:
+            out = await kubectl("apply", "-f", bad, check=False)
+            assert out.returncode != 0
+            return None if "connection refused" in out.stderr else out.stderr
+
+        refusal = await wait_for(refused_by_the_webhook, timeout=60, interval=1, what="the webhook answering")
         assert 'admission webhook "inferenceservice.validating.omenative.io" denied the request: engine declares ' \
-               "leader without worker" in out.stderr
+               "leader without worker" in refusal
 
         # Both guides' examples become Ready: the multi-node one as real processes on the real nodes, the
         # prefill-decode one on real or simulated GPU nodes (its model is Ready on both).
