@@ -11,7 +11,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def control_plane() -> ControlPlane:
     return ControlPlane.up(os.environ.get("OMENATIVE_CLUSTER", "omenative"))
+
+
+@pytest.fixture(autouse=True)
+def control_plane_survives(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails the test during which a control-plane component died, and starts it again.
+
+    Nothing else restarts a component, and without one (the controller-manager, say) every later test fails for a
+    reason of its own; this names the component and the test it died in, and keeps the rest of the run meaningful.
+    """
+    if not any(request.node.get_closest_marker(kind) for kind in ("integration", "e2e")):
+        yield
+        return
+    control_plane: ControlPlane = request.getfixturevalue("control_plane")
+    yield
+    dead = control_plane.dead_components()
+    if dead:
+        control_plane.start_stopped_components()
+        pytest.fail("control-plane components died during this test (started again): "
+                    + "; ".join(f"{name}, its log ending:\n{tail}" for name, tail in dead.items()))
 
 
 async def api_client_for(kubeconfig: Path) -> client.ApiClient:

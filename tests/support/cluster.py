@@ -86,6 +86,18 @@ class ControlPlane:
         pid = int((self.workdir / "pids" / f"{component}.pid").read_text().strip())
         os.kill(pid, signal.SIGKILL)
 
+    def dead_components(self) -> dict[str, str]:
+        """The components whose process is gone, each with the last lines of its log."""
+        dead = {}
+        for pid_file in sorted((self.workdir / "pids").glob("*.pid")):
+            try:
+                os.kill(int(pid_file.read_text().strip()), 0)
+            except (ProcessLookupError, ValueError):
+                log = self.log_dir / f"{pid_file.stem}.log"
+                lines = log.read_text(errors="replace").splitlines()[-5:] if log.exists() else []
+                dead[pid_file.stem] = "\n".join(lines)
+        return dead
+
     def start_stopped_components(self) -> None:
         """Starts again whatever component is not running (hack/cluster.sh up is idempotent)."""
         subprocess.run(["bash", str(CLUSTER_SH), "up", "--name", self.name], check=True, capture_output=True)
