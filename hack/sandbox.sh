@@ -4,7 +4,7 @@
 #
 #   hack/sandbox.sh            start it, print the commands to try next, and stay until Ctrl-C (which tears it down)
 #   hack/sandbox.sh --detach   start it and exit 0 once the examples are Ready (non-zero with the reason if not)
-#   hack/sandbox.sh env        print `export KUBECONFIG=...` for a shell to eval
+#   hack/sandbox.sh env        print `export KUBECONFIG=... PATH=...` for a shell to eval (kubectl, kubectl ome)
 #   hack/sandbox.sh down       tear a detached sandbox down
 #
 # Options (before or after --detach):
@@ -52,6 +52,15 @@ down() {
   cluster down >/dev/null 2>&1 || true
   rm -rf "$sandbox"
   log "sandbox $name is down"
+}
+
+# KUBECONFIG, and a PATH that finds the kubectl built here first and kubectl-ome (in .venv/bin, last, so the venv's
+# python does not shadow the user's), so `kubectl ome` works in the shell that evals it.
+shell_env() {
+  local kubeconfig bin
+  kubeconfig=$(cluster env) || return 1
+  bin=$(bash -c "source '$here/lib/versions.sh' && echo \$OMENATIVE_BIN_DIR")
+  printf '%s PATH=%s:$PATH:%s\n' "$kubeconfig" "$bin" "$repo/.venv/bin"
 }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -157,7 +166,7 @@ start() {
   {
     echo
     echo "Try next (kubectl and kubectl-ome from the sandbox):"
-    echo "  export KUBECONFIG=$KUBECONFIG PATH=$repo/.venv/bin:$(dirname "$(command -v kubectl)"):\$PATH"
+    echo "  $(shell_env)"
     echo "  kubectl get inferencereplica qwen3-multi-node-engine -n qwen3-multi-node"
     echo "  kubectl get pods -n qwen3-multi-node -l ome.io/inferenceservice=qwen3-multi-node -o 'custom-columns=NAME:.metadata.name,RANK:.spec.containers[0].env[?(@.name==\"OME_INSTANCE_POD_RANK\")].value,NODE:.spec.nodeName,READY:.status.conditions[?(@.type==\"Ready\")].status'"
     echo "  kubectl get podgroup qwen3-multi-node-engine-0 -n qwen3-multi-node -o custom-columns=NAME:.metadata.name,MIN-MEMBER:.spec.minMember"
@@ -198,7 +207,7 @@ done
 case "$action" in
   "") start 0 || { log "the sandbox did not become Ready; tearing it down"; down; exit 1; } ;;
   --detach) start 1 || { log "the sandbox is not Ready; it stays up for inspection (hack/sandbox.sh down)"; exit 1; } ;;
-  env) cluster env ;;
+  env) shell_env ;;
   down) down ;;
   -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown argument: $1 (use --detach, env or down)" ;;
