@@ -40,6 +40,7 @@ from omenative.controllers.context import (
 from omenative.controllers.inferencereplica.controller import InferenceReplicaController
 from omenative.controllers.inferenceservice.controller import InferenceServiceController, creations_key
 from omenative.controllers.instance.controller import InstanceController
+from omenative.kube import metrics
 from omenative.kube import resources as r
 from omenative.kube.apply import Applier
 from omenative.kube.cache import FuncHandler, IndexFunc, object_key, slim_endpoint_slice, slim_pod
@@ -217,6 +218,9 @@ class Manager:
         self.q_isvc: WorkQueue[str] = WorkQueue("inferenceservice")
         self.q_ir: WorkQueue[str] = WorkQueue("inferencereplica")
         self.q_instance: WorkQueue[str] = WorkQueue("instance")
+        for queue in (self.q_isvc, self.q_ir, self.q_instance):
+            # Before the election: a standby's first scrape already shows every controller's series at 0.
+            metrics.init_controller_series(queue.name)
         self.expectations = Expectations()
         self.rows = DecodedRows()  # shared by the event handlers and the controllers
         self.stopping = asyncio.Event()

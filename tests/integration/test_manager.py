@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from kubernetes_asyncio import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import NodeFactory
 from tests.support.catalog import MULTI_NODE_SEED, seed_yaml_blocks
@@ -171,3 +172,36 @@ async def test_a_fresh_controller_writes_nothing_when_nothing_changed(
         await control_plane.kubectl("delete", "inferenceservice", "settled", "-n", namespace, "--wait=false")
         await control_plane.kubectl("delete", "clusterservingruntime", runtime_name, "--ignore-not-found")
         await control_plane.kubectl("delete", "clusterbasemodel", model, "--ignore-not-found")
+
+
+CONTROLLERS = ("inferenceservice", "inferencereplica", "instance")
+
+
+async def test_scraped_right_after_readyz_every_controller_runtime_series_is_there_at_zero(
+    control_plane: ControlPlane, namespace: str,
+) -> None:
+    """As controller-runtime does: rate() and absence alerts see each controller's series from the first scrape."""
+    await install_crds(control_plane)
+    process = await start_controller(control_plane, "--namespace", namespace, webhook=False)
+    try:
+        text = await process.metrics()  # start_controller returns once /readyz answers
+    finally:
+        await process.stop()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    expected = []
+    for name in CONTROLLERS:
+        by_controller = (("controller", name),)
+        queue = (("controller", name), ("name", name))
+        expected += [("controller_runtime_reconcile_total", (("controller", name), ("result", result)))
+                     for result in ("error", "requeue", "requeue_after", "success")]
+        expected += [(series, by_controller) for series in (
+            "controller_runtime_reconcile_errors_total", "controller_runtime_terminal_reconcile_errors_total",
+            "controller_runtime_reconcile_panics_total", "controller_runtime_reconcile_time_seconds_count",
+            "controller_runtime_active_workers")]
+        expected += [(series, queue) for series in (
+            "workqueue_depth", "workqueue_adds_total", "workqueue_retries_total",
+            "workqueue_queue_duration_seconds_count", "workqueue_work_duration_seconds_count",
+            "workqueue_unfinished_work_seconds", "workqueue_longest_running_processor_seconds")]
+    found = {key: samples.get(key) for key in expected}
+    assert {key: value for key, value in found.items() if value != 0} == {}, "missing (None) or not zero"

@@ -4,6 +4,7 @@ shortened through configuration (never by sleeping), its metrics read over HTTP,
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -104,6 +105,17 @@ class ControllerProcess:
         except TimeoutError:
             self.process.kill()
             return await self.process.wait()
+
+    def non_json_lines(self) -> list[str]:
+        """Lines of the log (written with --log-format json) that do not parse as one JSON object."""
+        bad = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            try:
+                if not isinstance(json.loads(line), dict):
+                    bad.append(line)
+            except ValueError:
+                bad.append(line)
+        return bad
 
     async def kill(self) -> None:
         await self.stop(signal.SIGKILL)

@@ -55,3 +55,5 @@ async def installed_and_running(control_plane: ControlPlane) -> AsyncIterator[Co
         yield process
     finally:
         await stop_controller(control_plane, process)
+    # --log-format=json holds for the whole run: library lines and tracebacks included.
+    assert process.non_json_lines() == [], f"{process.log_path} has lines that are not JSON"

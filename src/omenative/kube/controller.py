@@ -50,6 +50,7 @@ class Controller:
         self.reconcile = reconcile
         self.workers = workers
         self._tasks: list[asyncio.Task[None]] = []
+        metrics.init_controller_series(name)
         self._active = metrics.active_workers.labels(controller=name)
         self._time = metrics.reconcile_time_seconds.labels(controller=name)
 

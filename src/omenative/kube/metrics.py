@@ -88,6 +88,28 @@ apply_skipped_total = Counter(
 )
 
 
+RECONCILE_RESULTS = ("error", "requeue", "requeue_after", "success")
+
+
+def init_controller_series(controller: str) -> None:
+    """Creates a controller's series at 0 before its first reconcile, as controller-runtime and client-go do, so
+    rate() and absence alerts see a series from the first scrape (on a standby too)."""
+    for result in RECONCILE_RESULTS:
+        reconcile_total.labels(controller=controller, result=result)
+    for counter in (reconcile_errors_total, terminal_reconcile_errors_total, reconcile_panics_total):
+        counter.labels(controller=controller)
+    reconcile_time_seconds.labels(controller=controller)
+    active_workers.labels(controller=controller).set(0)
+    max_concurrent_reconciles.labels(controller=controller)
+
+
+def init_queue_series(name: str, controller: str) -> None:
+    workqueue_depth.labels(name=name, controller=controller).set(0)
+    for series in (workqueue_adds_total, workqueue_retries_total, workqueue_queue_duration_seconds,
+                   workqueue_work_duration_seconds):
+        series.labels(name=name, controller=controller)
+
+
 class UnfinishedWork(Protocol):
     """What a work queue tells the scrape-time collector about the items its workers hold."""
 

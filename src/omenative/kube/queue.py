@@ -127,6 +127,7 @@ class WorkQueue(Generic[K]):
         self._drained = asyncio.Event()
         self._shutting_down = False
         self._labels = {"name": name, "controller": name}
+        metrics.init_queue_series(name, name)
         metrics.in_flight.track(self)
 
     # -- adding
