@@ -10,7 +10,7 @@
 # Options (before or after --detach):
 #   --real-node    add a real node (hack/cluster.sh --real-node, docs/real-node.md); the multi-node example runs on it
 #                  as real processes, so step 4's port-forward and curl get an answer
-#   --in-cluster   with --real-node: omenative runs as pods from deploy/ (image built without a daemon) instead of a
+#   --in-cluster   with --real-node: omenative runs as pods from deploy/overlays/dev (image built without a daemon) instead of a
 #                  local process
 #
 # The prefill-decode example uses OME's catalog runtime and model, read from $OME_CATALOG (a clone's config/
@@ -91,13 +91,13 @@ start_local() {
   curl -sf "http://127.0.0.1:$health/readyz" >/dev/null || die "omenative is not ready: see $sandbox/omenative.log"
 }
 
-# omenative as pods on the real node, from deploy/, with an image built here and loaded into the node.
+# omenative as pods on the real node, from deploy/overlays/dev, with an image built here and loaded into the node.
 start_in_cluster() {
-  log "building omenative's image and running it from deploy/ (log: kubectl logs -n omenative-system deploy/omenative)"
+  log "building omenative's image and running it from deploy/overlays/dev (log: kubectl logs -n omenative-system deploy/omenative)"
   "$here/realnode/controller-image.sh" "$sandbox/omenative.tar" || return 1
   "$here/realnode/node.sh" load "$(dirname "$KUBECONFIG")" "$sandbox/omenative.tar" || return 1
   rm -f "$sandbox/omenative.tar"
-  kubectl apply --server-side -k "$repo/deploy" >/dev/null
+  kubectl apply --server-side -k "$repo/deploy/overlays/dev" >/dev/null
   # On the real node: KWOK would report the pods Running on a simulated node without running anything.
   kubectl patch deployment omenative -n omenative-system --type merge \
     -p "{\"spec\":{\"template\":{\"spec\":{\"nodeSelector\":{\"$REAL_NODE_LABEL\":\"true\"}}}}}" >/dev/null

@@ -37,6 +37,11 @@ else
   "$here/build-binaries.sh" || exit 1
 fi
 
+log "promtool (Debian's prometheus package)"
+# shellcheck source=lib/prometheus.sh
+source "$here/lib/prometheus.sh"
+ensure_prometheus || exit 1
+
 step "ruff" ruff check src tests hack
 step "mypy (strict, src/)" mypy
 step "import contracts" lint-imports

@@ -5,6 +5,8 @@ K8S_STAGING_VERSION=v0.35.4
 SCHEDULER_PLUGINS_VERSION=v0.35.4-devel
 ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
+# Only its published CRDs (ServiceMonitor, PodMonitor, PrometheusRule), from the Go module's example/ folder.
+PROMETHEUS_OPERATOR_VERSION=v0.85.0
 
 OMENATIVE_CACHE_DIR="${OMENATIVE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/omenative}"
 # One folder per version set, so a version bump never reuses a stale binary.

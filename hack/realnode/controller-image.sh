@@ -17,8 +17,8 @@ out=${1:?usage: controller-image.sh OUTPUT.tar}
 work="$OMENATIVE_CACHE_DIR/image-build"
 base="$work/debian-bookworm-python3"
 log() { printf '[controller-image %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-image=$(awk '/image: omenative:/ {print $2; exit}' "$repo/deploy/deployment.yaml")
-[[ -n "$image" ]] || { log "no omenative image in deploy/deployment.yaml"; exit 1; }
+image=$(awk '/image: omenative:/ {print $2; exit}' "$repo/deploy/base/deployment.yaml")
+[[ -n "$image" ]] || { log "no omenative image in deploy/base/deployment.yaml"; exit 1; }
 
 mkdir -p "$work"
 if [[ ! -x "$base/usr/bin/python3" ]]; then

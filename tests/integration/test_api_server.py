@@ -168,15 +168,40 @@ async def test_the_webhook_refuses_and_warns_through_kubectl(
         await control_plane.kubectl("delete", "clusterbasemodel", "llama-3-2-1b-instruct", "--ignore-not-found")
 
 
-async def test_the_deployment_manifests_are_valid(control_plane: ControlPlane) -> None:
-    """deploy/ (namespace, RBAC, Services, Deployment) passes the API server's validation."""
-    namespace = yaml.safe_load((Path(__file__).resolve().parents[2] / "deploy" / "namespace.yaml").read_text())
+async def test_both_overlays_of_deploy_pass_the_api_servers_validation(control_plane: ControlPlane) -> None:
+    """deploy/overlays/dev and production, applied with --dry-run=server; production's ServiceMonitor and
+    PrometheusRule are checked against the prometheus-operator's published CRDs."""
+    deploy = Path(__file__).resolve().parents[2] / "deploy"
+    crds = ControlPlane.prometheus_operator_crd_paths()
+    namespace = yaml.safe_load((deploy / "base" / "namespace.yaml").read_text())
+    for crd in crds:
+        await control_plane.kubectl("apply", "--server-side", "-f", str(crd))
+    await control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                                *(f"crd/{yaml.safe_load(c.read_text())['metadata']['name']}" for c in crds))
     await control_plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(namespace))
     try:
-        out = await control_plane.kubectl("apply", "--server-side", "--dry-run=server", "-k",
-                                          str(Path(__file__).resolve().parents[2] / "deploy"))
-        for kind in ("serviceaccount/omenative", "clusterrole.rbac.authorization.k8s.io/omenative",
-                     "service/omenative-webhook", "deployment.apps/omenative"):
-            assert f"{kind} serverside-applied (server dry run)" in out.stdout
+        applied = {}
+        for overlay in ("dev", "production"):
+            out = await control_plane.kubectl("apply", "--server-side", "--dry-run=server", "-k",
+                                              str(deploy / "overlays" / overlay))
+            applied[overlay] = {line.split()[0] for line in out.stdout.splitlines()
+                                if line.endswith("serverside-applied (server dry run)")}
+        common = {"serviceaccount/omenative", "clusterrole.rbac.authorization.k8s.io/omenative",
+                  "clusterrole.rbac.authorization.k8s.io/kubectl-ome-reader",
+                  "role.rbac.authorization.k8s.io/omenative",
+                  "service/omenative-webhook", "service/omenative-metrics", "deployment.apps/omenative"}
+        production = {"poddisruptionbudget.policy/omenative", "servicemonitor.monitoring.coreos.com/omenative",
+                      "prometheusrule.monitoring.coreos.com/omenative", "configmap/omenative-dashboard"}
+        assert common <= applied["dev"] and not production & applied["dev"], applied["dev"]
+        assert common | production <= applied["production"], applied["production"]
+        rendered = await control_plane.kubectl("kustomize", str(deploy / "overlays" / "production"))
+        docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(rendered.stdout)}
+        pod = docs[("Deployment", "omenative")]["spec"]["template"]["spec"]
+        assert pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0][
+            "topologyKey"] == "kubernetes.io/hostname"
+        dashboard = docs[("ConfigMap", "omenative-dashboard")]
+        assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+        assert json.loads(dashboard["data"]["omenative.json"])["panels"]
     finally:
         await control_plane.kubectl("delete", "namespace", namespace["metadata"]["name"], "--wait=false")
+        await control_plane.kubectl("delete", "--ignore-not-found", *(f"-f={c}" for c in crds))

@@ -13,6 +13,7 @@ from kubernetes_asyncio import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import NodeFactory
+from tests.support import monitoring
 from tests.support.catalog import MULTI_NODE_SEED, seed_yaml_blocks
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
@@ -182,7 +183,9 @@ async def test_scraped_right_after_readyz_every_controller_runtime_series_is_the
 ) -> None:
     """As controller-runtime does: rate() and absence alerts see each controller's series from the first scrape."""
     await install_crds(control_plane)
-    process = await start_controller(control_plane, "--namespace", namespace, webhook=False)
+    # With leader election, as deploy/ runs it (the lost-leader alert reads its gauge).
+    process = await start_controller(control_plane, "--namespace", namespace, "--leader-elect",
+                                     "--leader-election-namespace", namespace, webhook=False)
     try:
         text = await process.metrics()  # start_controller returns once /readyz answers
     finally:
@@ -205,3 +208,7 @@ async def test_scraped_right_after_readyz_every_controller_runtime_series_is_the
             "workqueue_unfinished_work_seconds", "workqueue_longest_running_processor_seconds")]
     found = {key: samples.get(key) for key in expected}
     assert {key: value for key, value in found.items() if value != 0} == {}, "missing (None) or not zero"
+    # Every metric the production alerts and dashboard read is there from the first scrape.
+    exposed = {name for name, _ in samples} | {name.rsplit("_", 1)[0] for name, _ in samples
+                                              if name.endswith(("_bucket", "_count", "_sum"))}
+    assert monitoring.metric_names() - exposed == set()

@@ -37,7 +37,7 @@ async def test_omenative_runs_in_the_cluster_from_deploy(real_cluster: ControlPl
                                              str(real_cluster.workdir), str(image)], check=True)
     await install_crds(real_cluster)
     try:
-        await kubectl("apply", "--server-side", "-k", str(REPO / "deploy"))
+        await kubectl("apply", "--server-side", "-k", str(REPO / "deploy" / "overlays" / "dev"))
         out = await kubectl("rollout", "status", "deployment/omenative", "-n", "omenative-system", "--timeout=180s",
                             check=False)
         assert out.returncode == 0, out.output + (await kubectl("describe", "pods", "-n", "omenative-system")).output
@@ -96,7 +96,7 @@ async def test_omenative_runs_in_the_cluster_from_deploy(real_cluster: ControlPl
         await kubectl("delete", "namespace", "bad", "qwen3-multi-node", "llama-demo", "--ignore-not-found",
                       "--wait=true", "--timeout=180s", check=False)
         await kubectl("delete", "nodes", "-l", "type=kwok", "--ignore-not-found")
-        await kubectl("delete", "-k", str(REPO / "deploy"), "--ignore-not-found", "--wait=true", "--timeout=120s",
-                      check=False)
+        await kubectl("delete", "-k", str(REPO / "deploy" / "overlays" / "dev"), "--ignore-not-found", "--wait=true",
+                      "--timeout=120s", check=False)
         await kubectl("delete", "validatingwebhookconfiguration,mutatingwebhookconfiguration", "omenative",
                       "--ignore-not-found")

@@ -111,6 +111,17 @@ class ControlPlane:
             check=True, capture_output=True, text=True)
         return Path(json.loads(out.stdout)["Dir"]) / "manifests" / "coscheduling" / "crd.yaml"
 
+    @staticmethod
+    def prometheus_operator_crd_paths() -> list[Path]:
+        """The prometheus-operator's published CRDs that deploy/ and omenative use."""
+        out = subprocess.run(
+            ["bash", "-c", f"source {REPO}/hack/lib/versions.sh && go mod download -json "
+                           "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION"],
+            check=True, capture_output=True, text=True)
+        folder = Path(json.loads(out.stdout)["Dir"]) / "example" / "prometheus-operator-crd"
+        return [folder / f"monitoring.coreos.com_{plural}.yaml"
+                for plural in ("servicemonitors", "podmonitors", "prometheusrules")]
+
     def env(self) -> dict[str, str]:
         """An environment in which `kubectl` (the one we built) talks to this cluster."""
         # kubectl finds the kubectl-ome plugin next to the Python running the tests.

@@ -1,0 +1,51 @@
+"""What the production overlay's alerts and dashboard read: their PromQL, and the metric names in it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.support.cluster import REPO
+
+PRODUCTION = REPO / "deploy" / "overlays" / "production"
+ALERT_TESTS = REPO / "tests" / "alerts" / "omenative-alerts.test.yaml"
+# Series Prometheus makes itself, not the controller.
+_FROM_PROMETHEUS = {"up"}
+_HISTOGRAM_PARTS = ("_bucket", "_count", "_sum")
+
+
+def alert_groups() -> dict[str, Any]:
+    """The PrometheusRule's spec, which is a Prometheus rule file as it stands."""
+    rule = yaml.safe_load((PRODUCTION / "prometheusrule.yaml").read_text())
+    return dict(rule["spec"])
+
+
+def write_rule_files(folder: Path) -> Path:
+    """The rules and their promtool tests side by side in `folder`; returns the test file."""
+    (folder / "omenative-alerts.rules.yaml").write_text(yaml.safe_dump(alert_groups()))
+    test = folder / ALERT_TESTS.name
+    test.write_text(ALERT_TESTS.read_text())
+    return test
+
+
+def expressions() -> list[str]:
+    exprs = [rule["expr"] for group in alert_groups()["groups"] for rule in group["rules"]]
+    dashboard = json.loads((PRODUCTION / "dashboard.json").read_text())
+    exprs += [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    return exprs
+
+
+def metric_names() -> set[str]:
+    """Metric names (histograms by their family name) that the expressions select."""
+    names = set()
+    for expr in expressions():
+        for name in re.findall(r"\b([a-z_][a-z0-9_]*)\s*\{", expr):
+            for part in _HISTOGRAM_PARTS:
+                if name.endswith(part):
+                    name = name[: -len(part)]
+            names.add(name)
+    return names - _FROM_PROMETHEUS
