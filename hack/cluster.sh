@@ -16,6 +16,7 @@
 # --bench tunes the cluster for load, as KWOK's own benchmark does: API server in-flight limits off, the
 #         controller-manager, scheduler and PodGroup controller at 5000 QPS (burst 10000), a /16 Service range, and
 #         an audit log of every write at logs/audit.log (hack/bench.sh counts the controller's writes from it).
+#         Without it, logs/audit.log holds the requests of omenative's ServiceAccount only (the RBAC check reads them).
 # --real-node adds one real node (containerd, kubelet, kube-proxy, CoreDNS; hack/realnode/node.sh) that runs real
 #         containers from locally built stand-in images. The API server then listens on every address, so that pods
 #         reach it; KWOK manages only the simulated nodes. One per machine: it changes the host's network.
@@ -126,11 +127,19 @@ EOF
   disableQPSLimits: true
   kubeAuditPolicy: $here/sim/audit-writes.yaml
 EOF
+    else
+      cat <<EOF
+  kubeAuditPolicy: $here/sim/audit-omenative.yaml
+EOF
     fi
     cat <<EOF
 componentsPatches:
 - name: kube-apiserver
   extraArgs:
+  # As hardened clusters run it: setting blockOwnerDeletion on an owner reference needs update on the owner's
+  # finalizers, which deploy/base/rbac.yaml grants omenative for the owners it names.
+  - key: enable-admission-plugins
+    value: OwnerReferencesPermissionEnforcement
   # Watches of ConfigMaps go to etcd, not the watch cache, so a test can force 410 Gone by compacting etcd.
   - key: watch-cache-sizes
     value: configmaps#0

@@ -22,7 +22,7 @@ total=$SECONDS
 log "python environment (.venv)"
 # shellcheck source=lib/venv.sh
 source "$here/lib/venv.sh"
-ensure_venv "$repo" "test,lint,bench" || exit 1
+ensure_venv "$repo" "test,lint,bench,plugin" || exit 1
 export PATH="$repo/.venv/bin:$PATH"
 
 log "control-plane binaries"
@@ -51,6 +51,8 @@ cleanup() { log "stopping the control plane"; "$here/cluster.sh" down --name "$O
 trap cleanup EXIT
 step "control plane up" "$here/cluster.sh" up --name "$OMENATIVE_CLUSTER"
 if [[ " ${failed[*]} " != *" control plane up "* ]]; then
+  # A full run also checks that the deployed RBAC grants nothing the e2e suite's controller never used.
+  [[ $# -eq 0 ]] && export OMENATIVE_FULL_RUN=1
   step "pytest (unit, integration, e2e)" pytest -p no:cacheprovider "$@"
 fi
 if [[ $# -eq 0 ]]; then

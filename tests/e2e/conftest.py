@@ -3,6 +3,7 @@ stand-in for OME's model agent."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import yaml
 from kubernetes_asyncio import client
 
 from tests.conftest import NodeFactory
+from tests.support import rbac
 from tests.support.catalog import CATALOG
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
@@ -22,9 +24,30 @@ from tests.support.wait import wait_for
 
 @pytest_asyncio.fixture(scope="package")
 async def omenative(control_plane: ControlPlane) -> AsyncIterator[ControllerProcess]:
-    """omenative with its webhook, for the end-to-end tests (stopped after them, so other tests run their own)."""
-    async with installed_and_running(control_plane) as process:
+    """omenative with its webhook, for the end-to-end tests (stopped after them, so other tests run their own).
+
+    It runs as deployed: under the ServiceAccount of deploy/base with its RBAC (a token of the account), with
+    leader election in omenative-system. Afterwards, its requests (the audit log) are checked against the rules:
+    none refused, and, when the whole suite ran (hack/test.sh without arguments), every rule used.
+    """
+    kubeconfig = await rbac.service_account_kubeconfig(control_plane)
+    # A Lease left by an earlier run would spare this one its create: start as a fresh install does.
+    await control_plane.kubectl("delete", "lease", "omenative-leader", "-n", rbac.NAMESPACE, "--ignore-not-found")
+    offset = rbac.audit_offset(control_plane)
+    # The force-delete escalation is on (with thresholds no test reaches), as production would run it: it watches
+    # Nodes.
+    async with installed_and_running(control_plane, "--leader-elect", "--leader-election-namespace",
+                                     rbac.NAMESPACE, "--force-delete-overdue-slack", "1h",
+                                     "--force-delete-node-unreachable-threshold", "1h",
+                                     kubeconfig=kubeconfig) as process:
         yield process
+    requests = rbac.requests_since(control_plane, offset)
+    assert requests, "the audit log shows no request of the ServiceAccount"
+    grants = rbac.grants("ClusterRole") + rbac.grants("Role")
+    assert rbac.denied(requests) == [], "RBAC refused requests of the deployed ServiceAccount"
+    assert rbac.not_granted(requests, grants) == []
+    if os.environ.get("OMENATIVE_FULL_RUN") == "1":
+        assert rbac.unused(requests, grants) == [], "deploy/base/rbac.yaml grants what the controller never asked for"
 
 
 def write_yaml(folder: Path, name: str, obj: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from tests.conftest import api_client_for
 from tests.e2e.conftest import write_yaml
 from tests.e2e.test_serve_prefill_decode_model import LLAMA_LEARNED
 from tests.realnode.conftest import REAL_NODES
+from tests.support import rbac
 from tests.support.catalog import CATALOG, MULTI_NODE_SEED, PD_SEED, seed_yaml_blocks
 from tests.support.cluster import REPO, ControlPlane
 from tests.support.model_agent import QWEN3_LEARNED, ModelAgent
@@ -92,6 +93,13 @@ async def test_omenative_runs_in_the_cluster_from_deploy(real_cluster: ControlPl
             assert out.returncode == 0, out.output + (await kubectl("get", "pods", "-n", ns, "-o", "wide")).output
         placed = await kubectl("get", "pods", "-n", "qwen3-multi-node", "-o", "jsonpath={.items[*].spec.nodeName}")
         assert [node.startswith("real-node-") for node in placed.stdout.split()] == [True, True]
+
+        # Under deploy/base/rbac.yaml: nothing refused, and the namespace Role used, the leader Lease and the
+        # webhook's certificate Secret (its renewal aside).
+        requests = rbac.requests_since(real_cluster, 0)
+        assert rbac.denied(requests) == [] and requests
+        assert rbac.not_granted(requests, rbac.grants("ClusterRole") + rbac.grants("Role")) == []
+        assert rbac.unused(requests, rbac.grants("Role"), skip=[("", "secrets", "patch")]) == []
     finally:
         await kubectl("delete", "namespace", "bad", "qwen3-multi-node", "llama-demo", "--ignore-not-found",
                       "--wait=true", "--timeout=180s", check=False)

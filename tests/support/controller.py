@@ -25,8 +25,11 @@ def free_port() -> int:
 
 
 class ControllerProcess:
-    def __init__(self, control_plane: ControlPlane, *args: str, name: str = "omenative") -> None:
+    def __init__(self, control_plane: ControlPlane, *args: str, name: str = "omenative",
+                 kubeconfig: Path | None = None) -> None:
         self.control_plane = control_plane
+        # Whose rights it runs with: the cluster's admin unless a ServiceAccount's kubeconfig is given.
+        self.kubeconfig = kubeconfig or control_plane.kubeconfig
         self.args = args
         self.name = name
         self.metrics_port = free_port()
@@ -38,7 +41,7 @@ class ControllerProcess:
         log = self.log_path.open("ab")
         self.process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "omenative", "run",
-            "--kubeconfig", str(self.control_plane.kubeconfig),
+            "--kubeconfig", str(self.kubeconfig),
             "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
             "--health-probe-bind-address", f"127.0.0.1:{self.health_port}",
             "--log-format", "json", *self.args,

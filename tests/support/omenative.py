@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 from tests.support.cluster import REPO, ControlPlane
 from tests.support.controller import ControllerProcess, free_port
@@ -29,12 +30,12 @@ async def install_crds(control_plane: ControlPlane) -> None:
 
 
 async def start_controller(control_plane: ControlPlane, *args: str, webhook: bool = True,
-                           name: str = "omenative") -> ControllerProcess:
+                           name: str = "omenative", kubeconfig: Path | None = None) -> ControllerProcess:
     extra: tuple[str, ...] = ()
     if webhook:
         port = free_port()
         extra = ("--webhook-bind-address", f"127.0.0.1:{port}", "--webhook-url", f"https://127.0.0.1:{port}")
-    process = ControllerProcess(control_plane, *extra, *FAST, *args, name=name)
+    process = ControllerProcess(control_plane, *extra, *FAST, *args, name=name, kubeconfig=kubeconfig)
     await process.start()
     return process
 
@@ -47,10 +48,11 @@ async def stop_controller(control_plane: ControlPlane, process: ControllerProces
 
 
 @contextlib.asynccontextmanager
-async def installed_and_running(control_plane: ControlPlane) -> AsyncIterator[ControllerProcess]:
+async def installed_and_running(control_plane: ControlPlane, *args: str,
+                                kubeconfig: Path | None = None) -> AsyncIterator[ControllerProcess]:
     """omenative's CRDs installed and omenative running with its webhook, stopped (and unregistered) on exit."""
     await install_crds(control_plane)
-    process = await start_controller(control_plane)
+    process = await start_controller(control_plane, *args, kubeconfig=kubeconfig)
     try:
         yield process
     finally:
