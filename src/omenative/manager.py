@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 import structlog
+from prometheus_client import REGISTRY
 
 from omenative.api import constants as c
 from omenative.api.config import ControllerConfig
@@ -37,13 +38,14 @@ from omenative.controllers.context import (
     replica_key_of,
     routed_pod_index,
 )
+from omenative.controllers.fleet_metrics import FleetCollector
 from omenative.controllers.inferencereplica.controller import InferenceReplicaController
 from omenative.controllers.inferenceservice.controller import InferenceServiceController, creations_key
 from omenative.controllers.instance.controller import InstanceController
 from omenative.kube import metrics
 from omenative.kube import resources as r
 from omenative.kube.apply import Applier
-from omenative.kube.cache import FuncHandler, IndexFunc, object_key, slim_endpoint_slice, slim_pod
+from omenative.kube.cache import FuncHandler, IndexFunc, object_key, slim_crd, slim_endpoint_slice, slim_pod
 from omenative.kube.client import KubeClient
 from omenative.kube.controller import Controller
 from omenative.kube.events import EventRecorder
@@ -245,7 +247,8 @@ class Manager:
             caches.add(resource, label_selector=c.LABEL_ISVC, indexers={BY_ISVC: _isvc_label_index})
         for resource in (r.SERVING_RUNTIMES, r.CLUSTER_SERVING_RUNTIMES, r.BASE_MODELS, r.CLUSTER_BASE_MODELS):
             caches.add(resource)
-        caches.add(r.CRDS, field_selector=f"metadata.name={c.PODGROUP_CRD}")
+        # Every CRD, slimmed to whether it is established: PodGroups and PodMonitors are made while theirs is.
+        caches.add(r.CRDS, transform=slim_crd)
         # The Services' slices (they carry the Service's labels): a drained pod is deleted once none routes to it.
         # Not the headless Services' slices: they list every pod with an address, nothing reads them, and they were a
         # third of the slices held and of the slice events that woke Instances.
@@ -253,6 +256,7 @@ class Manager:
                    indexers={BY_ISVC: _isvc_label_index, BY_ROUTED_POD: routed_pod_index})
         caches.add(r.PODGROUPS, label_selector=managed, start=False,
                    indexers={BY_REPLICA: _key_index(replica_key_of)})
+        caches.add(r.PODMONITORS, label_selector=c.LABEL_ISVC, start=False, indexers={BY_ISVC: _isvc_label_index})
 
     def _register_handlers(self, caches: Caches) -> None:
         caches.add_handler(r.INFERENCE_SERVICES, FuncHandler(lambda o: self.q_isvc.add(object_key(o))))
@@ -270,7 +274,7 @@ class Manager:
             for key in _isvc_label_index(obj):
                 self.q_isvc.add(key)
 
-        for resource in (r.SERVICES, r.HPAS, r.PDBS, r.SERVICE_ACCOUNTS, r.ROLES, r.ROLE_BINDINGS):
+        for resource in (r.SERVICES, r.HPAS, r.PDBS, r.SERVICE_ACCOUNTS, r.ROLES, r.ROLE_BINDINGS, r.PODMONITORS):
             caches.add_handler(resource, FuncHandler(by_isvc_label))
 
         caches.add_handler(r.CONTROLLER_REVISIONS, FuncHandler(lambda o: _add(self.q_ir, replica_key_of(o))))
@@ -295,24 +299,35 @@ class Manager:
             caches.add_handler(resource, FuncHandler(model_changed))
         caches.add_handler(r.CRDS, FuncHandler(lambda _: self._crd_changed.set()))
 
-    async def _follow_podgroup_crd(self, ctx: Context) -> None:
-        """Starts the PodGroup cache when the CRD appears (and stops it when it goes), then has every replica and
-        Instance look again: gang scheduling is noticed without a restart."""
+    async def _follow_crds(self, ctx: Context) -> None:
+        """Starts the PodGroup and PodMonitor caches when their CRDs appear (and stops them when they go), then has
+        what depends on them look again: gang scheduling and scraping are noticed without a restart."""
         while True:
             await self._crd_changed.wait()
             self._crd_changed.clear()
-            installed = ctx.podgroup_crd_installed()
-            if installed and ctx.caches.start_informer(r.PODGROUPS):
-                log.info("PodGroup CRD found: creating PodGroups for multi-pod Instances")
-                await ctx.caches.wait_synced()
-            elif not installed and ctx.caches.has(r.PODGROUPS):
-                log.warning("PodGroup CRD removed: gang scheduling unavailable")
-                await ctx.caches.stop_informer(r.PODGROUPS)
-            for replica in ctx.caches.store(r.INFERENCE_REPLICAS).objects():
-                key = object_key(replica)
-                self.q_ir.add(key)
-                for index in ctx.rows.of(replica):
-                    self.q_instance.add(f"{key}/{index}")
+            if await self._follow_crd(ctx, r.PODGROUPS, c.PODGROUP_CRD):
+                for replica in ctx.caches.store(r.INFERENCE_REPLICAS).objects():
+                    key = object_key(replica)
+                    self.q_ir.add(key)
+                    for index in ctx.rows.of(replica):
+                        self.q_instance.add(f"{key}/{index}")
+            if await self._follow_crd(ctx, r.PODMONITORS, c.PODMONITOR_CRD):
+                for isvc in ctx.caches.store(r.INFERENCE_SERVICES).objects():
+                    self.q_isvc.add(object_key(isvc))
+
+    @staticmethod
+    async def _follow_crd(ctx: Context, resource: r.Resource, crd: str) -> bool:
+        """True when the CRD came or went (and the cache of its objects started or stopped)."""
+        installed = ctx.crd_installed(crd)
+        if installed and ctx.caches.start_informer(resource):
+            log.info("CRD found: its objects are made from now on", crd=crd)
+            await ctx.caches.wait_synced()
+            return True
+        if not installed and ctx.caches.has(resource):
+            log.warning("CRD removed: its objects are no longer made", crd=crd)
+            await ctx.caches.stop_informer(resource)
+            return True
+        return False
 
     # -- running
     async def run(self) -> int:
@@ -337,6 +352,8 @@ class Manager:
             # API server's admission calls to it are refused while it starts.
             ready_checks["webhook"] = webhook_serving.is_set
         endpoints = Endpoints(opts.metrics_bind_address, opts.health_probe_bind_address, ready_checks=ready_checks)
+        self._fleet = FleetCollector(caches.store(r.INFERENCE_REPLICAS).objects, self.rows.of)
+        REGISTRY.register(self._fleet)
         webhook_server = None
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -349,11 +366,12 @@ class Manager:
             caches.start()
             recorder.start()
             await caches.wait_synced()
-            if ctx.podgroup_crd_installed():
-                caches.start_informer(r.PODGROUPS)
-                await caches.wait_synced()
+            for resource, crd in ((r.PODGROUPS, c.PODGROUP_CRD), (r.PODMONITORS, c.PODMONITOR_CRD)):
+                if ctx.crd_installed(crd):
+                    caches.start_informer(resource)
+            await caches.wait_synced()
             synced.set()
-            tasks.append(asyncio.create_task(self._follow_podgroup_crd(ctx), name="podgroup crd"))
+            tasks.append(asyncio.create_task(self._follow_crds(ctx), name="crds"))
             if opts.webhook is not None:
                 from omenative.webhook.server import WebhookServer
 
@@ -412,6 +430,7 @@ class Manager:
             await webhook_server.stop()
         await caches.stop()
         await endpoints.stop()
+        REGISTRY.unregister(self._fleet)
         await client.close()
         log.info("stopped")
 

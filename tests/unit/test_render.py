@@ -155,3 +155,35 @@ def test_every_catalog_runtime_renders_with_every_variable_defined() -> None:
     assert undefined == []
     assert len(runtimes()) == 207
     print(f"rendered {pods} pods of 207 catalog runtimes; {checked} $(VAR) references, all defined")
+
+
+def test_a_pod_monitor_per_component_while_its_crd_is_installed() -> None:
+    runtime = load("runtimes/srt/meta/llama-3-2-1b-instruct-pd-rt.yaml")
+    info = desired.RuntimeInfo(name=runtime["metadata"]["name"], namespaced=False,
+                               spec=copy.deepcopy(runtime["spec"]))
+    without = desired.build(desired.Inputs(isvc=isvc_for(runtime), model=MODEL, config=ControllerConfig(),
+                                           runtime=info))
+    assert all(part.pod_monitor is None for part in without.components)
+    plan = desired.build(desired.Inputs(isvc=isvc_for(runtime), model=MODEL, config=ControllerConfig(),
+                                        runtime=info, pod_monitors=True))
+    monitors = {part.name: part.pod_monitor for part in plan.components}
+    assert set(monitors) == {"engine", "decoder", "router"}
+    engine = monitors["engine"]
+    assert engine is not None and engine["kind"] == "PodMonitor" and engine["metadata"]["name"] == "svc-engine"
+    assert engine["spec"]["selector"]["matchLabels"] == {"ome.io/inferenceservice": "svc", "component": "engine",
+                                                         "ome.io/managed-by": "OMENative"}
+    assert engine in next(p for p in plan.components if p.name == "engine").children
+    assert engine["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+
+
+@pytest.mark.parametrize(("ports", "scraped"), [
+    ([{"name": "http", "containerPort": 8080}, {"name": "metrics", "containerPort": 9090}], "metrics"),
+    ([{"name": "serve", "containerPort": 8080}], "serve"),
+    ([{"containerPort": 8080}], "http"),
+    ([], "http"),
+])
+def test_the_pod_monitor_scrapes_the_port_ome_would(ports: list[Obj], scraped: str) -> None:
+    from omenative.render.templates import metrics_port_name
+
+    runner = {"name": "default", "template": {"spec": {"containers": [{"name": "ome-container", "ports": ports}]}}}
+    assert metrics_port_name([runner]) == scraped

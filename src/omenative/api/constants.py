@@ -15,6 +15,9 @@ FIELD_MANAGER: Final = "omenative"
 PODGROUP_GROUP: Final = "scheduling.x-k8s.io"
 PODGROUP_VERSION: Final = "v1alpha1"
 PODGROUP_CRD: Final = f"podgroups.{PODGROUP_GROUP}"
+# The prometheus-operator's PodMonitor: one per component while its CRD is installed.
+PODMONITOR_GROUP: Final = "monitoring.coreos.com"
+PODMONITOR_CRD: Final = f"podmonitors.{PODMONITOR_GROUP}"
 
 # Components
 ENGINE: Final = "engine"

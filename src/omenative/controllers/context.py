@@ -30,6 +30,7 @@ from omenative.kube.resources import (
     ENDPOINT_SLICES,
     NODES,
     PODGROUPS,
+    PODMONITORS,
     SERVING_RUNTIMES,
     Resource,
 )
@@ -200,13 +201,22 @@ class Context:
     def model_named(self, namespace: str, name: str) -> tuple[Obj, bool] | None:
         return self.named(BASE_MODELS, CLUSTER_BASE_MODELS, namespace, name)
 
-    def podgroup_crd_installed(self) -> bool:
-        crd = self.get(CRDS, None, c.PODGROUP_CRD)
+    def crd_installed(self, name: str) -> bool:
+        crd = self.get(CRDS, None, name)
         if crd is None:
             return False
         conditions = (crd.get("status") or {}).get("conditions") or []
         return any(x.get("type") == "Established" and x.get("status") == "True" for x in conditions) and \
             not crd["metadata"].get("deletionTimestamp")
+
+    def podgroup_crd_installed(self) -> bool:
+        return self.crd_installed(c.PODGROUP_CRD)
+
+    def podmonitors_cached(self) -> bool:
+        """PodMonitors are made while their CRD is installed and their cache has listed (so the clean-up of a
+        removed component sees them)."""
+        return self.caches.has(PODMONITORS) and self.caches.synced(PODMONITORS) and \
+            self.crd_installed(c.PODMONITOR_CRD)
 
     def force_delete(self) -> tuple[float, float] | None:
         """(overdueSlack, nodeUnreachableThreshold) when the force-delete escalation is on."""

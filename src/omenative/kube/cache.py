@@ -78,6 +78,17 @@ def strip_server_fields(obj: Obj) -> Obj:
     return obj
 
 
+def slim_crd(obj: Obj) -> Obj:
+    """The CRDs' transform: only whether one is established (every CRD of the cluster is watched, and their schemas
+    can be hundreds of kilobytes each)."""
+    meta = obj.get("metadata") or {}
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+            "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion", "deletionTimestamp") if k in meta},
+            "status": {"conditions": [{k: x.get(k) for k in ("type", "status")} for x in conditions
+                                      if isinstance(x, dict)]}}
+
+
 POD_SPEC_READ = ("nodeName", "schedulerName", "readinessGates")
 
 

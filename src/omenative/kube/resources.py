@@ -59,6 +59,7 @@ VALIDATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "validating
 MUTATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
                              "MutatingWebhookConfiguration", namespaced=False)
 PODGROUPS = Resource(c.PODGROUP_GROUP, c.PODGROUP_VERSION, "podgroups", "PodGroup")
+PODMONITORS = Resource(c.PODMONITOR_GROUP, "v1", "podmonitors", "PodMonitor")
 
 INFERENCE_SERVICES = Resource(c.GROUP, c.VERSION, "inferenceservices", "InferenceService")
 INFERENCE_REPLICAS = Resource(c.GROUP, c.VERSION, "inferencereplicas", "InferenceReplica")

@@ -147,6 +147,15 @@ def pod_disruption_budget(*, isvc: str, namespace: str, component: str, owner: J
             "spec": spec}
 
 
+def pod_monitor(*, isvc: str, namespace: str, component: str, owner: JSONDict, port: str) -> JSONDict:
+    """The prometheus-operator PodMonitor of a component: every pod of it, workers included, at /metrics."""
+    return {"apiVersion": f"{c.PODMONITOR_GROUP}/v1", "kind": "PodMonitor",
+            "metadata": _meta(naming.replica_name(isvc, component), namespace, component_labels(isvc, component),
+                              owner),
+            "spec": {"selector": {"matchLabels": pod_selector(isvc, component)},
+                     "podMetricsEndpoints": [{"port": port, "path": "/metrics"}]}}
+
+
 def router_rbac(*, isvc: str, namespace: str, owner: JSONDict) -> list[JSONDict]:
     """ServiceAccount, Role and RoleBinding for the router's service discovery (it watches pods by label)."""
     name = naming.router_rbac_name(isvc)

@@ -208,6 +208,17 @@ def runners(ctx: TemplateContext, component: JSONDict) -> list[JSONDict]:
     ]
 
 
+def metrics_port_name(runner_list: list[JSONDict]) -> str:
+    """The container port a PodMonitor scrapes, as OME picks it: the serving pod's first container's port named
+    `metrics`; else that container's first port, when it has a name; else `http`."""
+    serving = next((r for r in runner_list if r["name"] in (c.RUNNER_DEFAULT, c.RUNNER_LEADER)), None)
+    containers = ((serving or {}).get("template", {}).get("spec") or {}).get("containers") or []
+    ports = (containers[0].get("ports") if containers else None) or []
+    if any(port.get("name") == "metrics" for port in ports):
+        return "metrics"
+    return str(ports[0].get("name") or "http") if ports else "http"
+
+
 def serving_ports(runner_list: list[JSONDict]) -> list[JSONDict]:
     """The ports the component's Service exposes: those of the serving pod's first container (the leader in a
     multi-pod Instance); 8080 when it declares none."""

@@ -29,6 +29,7 @@ from omenative.kube.resources import (
     INFERENCE_REPLICAS,
     INFERENCE_SERVICES,
     PDBS,
+    PODMONITORS,
     ROLE_BINDINGS,
     ROLES,
     SERVICE_ACCOUNTS,
@@ -46,6 +47,7 @@ BOOTSTRAP_MANAGER = "omenative-bootstrap"
 KIND_RESOURCES: dict[str, Resource] = {
     "InferenceReplica": INFERENCE_REPLICAS, "Service": SERVICES, "HorizontalPodAutoscaler": HPAS,
     "PodDisruptionBudget": PDBS, "ServiceAccount": SERVICE_ACCOUNTS, "Role": ROLES, "RoleBinding": ROLE_BINDINGS,
+    "PodMonitor": PODMONITORS,
 }
 # Children an InferenceService may own, by resource, for clean-up of components it no longer declares.
 REFUSED_RETRY_SECONDS = 30.0
@@ -54,7 +56,7 @@ REFUSED_RETRY_SECONDS = 30.0
 def creations_key(namespace: str, isvc: str) -> str:
     """The expectations key of the InferenceReplicas an InferenceService creates (observed by the replica cache)."""
     return f"isvc:{namespace}/{isvc}"
-OWNED = (INFERENCE_REPLICAS, SERVICES, HPAS, PDBS, SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS)
+OWNED = (INFERENCE_REPLICAS, SERVICES, HPAS, PDBS, SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS, PODMONITORS)
 
 
 class InferenceServiceController:
@@ -121,7 +123,8 @@ class InferenceServiceController:
         model, model_problem = self.resolve_model(isvc)
         runtime, runtime_problem = self.resolve_runtime(isvc, model)
         problems = [p for p in (runtime_problem, model_problem) if p is not None]
-        plan = desired.build(desired.Inputs(isvc=isvc, runtime=runtime, model=model, config=ctx.config),
+        plan = desired.build(desired.Inputs(isvc=isvc, runtime=runtime, model=model, config=ctx.config,
+                                            pod_monitors=ctx.podmonitors_cached()),
                              claim_unmoded=ctx.config.claim_unmoded)
         if not plan.components:
             return None  # no OMENative component: this InferenceService is not ours to touch
@@ -192,6 +195,8 @@ class InferenceServiceController:
         if plan.entry is not None:
             wanted.add(("Service", plan.entry["metadata"]["name"]))
         for resource in OWNED:
+            if resource is PODMONITORS and not ctx.podmonitors_cached():
+                continue  # no CRD, no cache: nothing of the kind to clean up
             for obj in ctx.by_index(resource, BY_ISVC, key):
                 meta = obj["metadata"]
                 owners = meta.get("ownerReferences") or []

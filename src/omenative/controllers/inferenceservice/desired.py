@@ -17,7 +17,7 @@ from omenative.api.defaults import default_component, is_multi_pod
 from omenative.api.merge import merge_component
 from omenative.api.modes import ModeResolution, resolve_mode
 from omenative.render import objects
-from omenative.render.templates import ModelInfo, TemplateContext, runners, serving_ports
+from omenative.render.templates import ModelInfo, TemplateContext, metrics_port_name, runners, serving_ports
 
 Obj = dict[str, Any]
 
@@ -35,6 +35,7 @@ class Inputs:
     runtime: RuntimeInfo | None
     model: ModelInfo | None
     config: ControllerConfig
+    pod_monitors: bool = False  # the prometheus-operator's PodMonitor CRD is installed
 
 
 @attrs.frozen(kw_only=True)
@@ -54,10 +55,12 @@ class ComponentPlan:
     services: list[Obj]
     pdb: Obj
     rbac: list[Obj]
+    pod_monitor: Obj | None = None
 
     @property
     def children(self) -> list[Obj]:
-        return [*self.services, *([self.hpa] if self.hpa else []), self.pdb, *self.rbac]
+        return [*self.services, *([self.hpa] if self.hpa else []), self.pdb, *self.rbac,
+                *([self.pod_monitor] if self.pod_monitor else [])]
 
 
 @attrs.frozen(kw_only=True)
@@ -124,6 +127,8 @@ def build(inputs: Inputs, *, claim_unmoded: bool = False) -> Plan:
                                               max_unavailable=component.get("maxUnavailable"),
                                               default_max_unavailable=inputs.config.pdb_max_unavailable),
             rbac=objects.router_rbac(isvc=name, namespace=namespace, owner=owner) if comp == c.ROUTER else [],
+            pod_monitor=objects.pod_monitor(isvc=name, namespace=namespace, component=comp, owner=owner,
+                                            port=metrics_port_name(runner_list)) if inputs.pod_monitors else None,
         ))
     by_name = {p.name: p for p in plans}
     target = by_name.get(c.ROUTER) or by_name.get(c.ENGINE)
