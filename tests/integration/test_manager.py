@@ -18,7 +18,7 @@ from tests.support.catalog import MULTI_NODE_SEED, seed_yaml_blocks
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
 from tests.support.model_agent import ModelAgent
-from tests.support.omenative import install_crds, start_controller
+from tests.support.omenative import install_crds, start_controller, stop_controller
 from tests.support.wait import wait_for
 
 LEASE = "omenative-leader"
@@ -183,13 +183,14 @@ async def test_scraped_right_after_readyz_every_controller_runtime_series_is_the
 ) -> None:
     """As controller-runtime does: rate() and absence alerts see each controller's series from the first scrape."""
     await install_crds(control_plane)
-    # With leader election, as deploy/ runs it (the lost-leader alert reads its gauge).
+    # With leader election and the webhook, as deploy/ runs it (alerts read the leader gauge, the dashboard the
+    # webhook's series).
     process = await start_controller(control_plane, "--namespace", namespace, "--leader-elect",
-                                     "--leader-election-namespace", namespace, webhook=False)
+                                     "--leader-election-namespace", namespace)
     try:
         text = await process.metrics()  # start_controller returns once /readyz answers
     finally:
-        await process.stop()
+        await stop_controller(control_plane, process)
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for family in text_string_to_metric_families(text) for s in family.samples}
     expected = []
@@ -206,6 +207,13 @@ async def test_scraped_right_after_readyz_every_controller_runtime_series_is_the
             "workqueue_depth", "workqueue_adds_total", "workqueue_retries_total",
             "workqueue_queue_duration_seconds_count", "workqueue_work_duration_seconds_count",
             "workqueue_unfinished_work_seconds", "workqueue_longest_running_processor_seconds")]
+    for component in ("engine", "decoder", "router"):
+        expected += [("omenative_instances", (("component", component), ("phase", phase)))
+                     for phase in ("Pending", "Ready", "Failed")]
+        expected.append(("omenative_revisions_held", (("component", component),)))
+    for path in ("/validate-inferenceservice", "/mutate-inferenceservice", "/validate-inferencereplica"):
+        expected += [("controller_runtime_webhook_requests_total", (("code", "200"), ("webhook", path))),
+                     ("controller_runtime_webhook_requests_in_flight", (("webhook", path),))]
     found = {key: samples.get(key) for key in expected}
     assert {key: value for key, value in found.items() if value != 0} == {}, "missing (None) or not zero"
     # Every metric the production alerts and dashboard read is there from the first scrape.

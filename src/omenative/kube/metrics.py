@@ -88,6 +88,27 @@ apply_skipped_total = Counter(
 )
 
 
+webhook_requests_total = Counter(
+    "controller_runtime_webhook_requests", "Total number of admission requests by HTTP status code.",
+    ["webhook", "code"],
+)
+webhook_latency_seconds = Histogram(
+    "controller_runtime_webhook_latency_seconds", "Histogram of the latency of processing admission requests",
+    ["webhook"],
+)
+webhook_requests_in_flight = Gauge(
+    "controller_runtime_webhook_requests_in_flight", "Current number of admission requests being served.", ["webhook"]
+)
+
+
+def init_webhook_series(webhook: str) -> None:
+    """As controller-runtime does for each webhook path: codes 200 and 500 at 0, latency and in-flight."""
+    for code in ("200", "500"):
+        webhook_requests_total.labels(webhook=webhook, code=code)
+    webhook_latency_seconds.labels(webhook=webhook)
+    webhook_requests_in_flight.labels(webhook=webhook).set(0)
+
+
 RECONCILE_RESULTS = ("error", "requeue", "requeue_after", "success")
 
 

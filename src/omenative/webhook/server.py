@@ -20,6 +20,7 @@ import datetime as dt
 import json
 import ssl
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -33,6 +34,7 @@ from omenative.api.types import BaseModelSpec, ServingRuntimeSpec
 from omenative.api.validation import Context as Admission
 from omenative.api.validation import validate_inference_service
 from omenative.controllers.context import Context
+from omenative.kube import metrics
 from omenative.kube.client import ApiError
 from omenative.kube.resources import MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS
 from omenative.webhook.certs import Bundle, renew
@@ -285,10 +287,12 @@ class WebhookServer:
 
     async def start(self) -> None:
         await self.ensure_certificates()
-        app = web.Application()
-        app.router.add_post("/validate-inferenceservice", self.validate_inference_service)
-        app.router.add_post("/mutate-inferenceservice", self.mutate_inference_service)
-        app.router.add_post("/validate-inferencereplica", self.validate_inference_replica)
+        app = web.Application(middlewares=[_instrumented])
+        for path, handler in (("/validate-inferenceservice", self.validate_inference_service),
+                              ("/mutate-inferenceservice", self.mutate_inference_service),
+                              ("/validate-inferencereplica", self.validate_inference_replica)):
+            app.router.add_post(path, handler)
+            metrics.init_webhook_series(path)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         host, _, port = self.options.bind_address.rpartition(":")
@@ -318,3 +322,27 @@ class WebhookServer:
                 await self._rotation
         if self._runner is not None:
             await self._runner.cleanup()
+
+
+@web.middleware
+async def _instrumented(request: web.Request, handler: Any) -> web.StreamResponse:
+    """controller-runtime's webhook metrics: requests by code, latency and requests in flight, per path."""
+    path = request.path
+    if request.match_info.route.resource is None:
+        stray: web.StreamResponse = await handler(request)  # not one of ours (a 404): no series per stray path
+        return stray
+    in_flight = metrics.webhook_requests_in_flight.labels(webhook=path)
+    in_flight.inc()
+    started = time.monotonic()
+    code = 500
+    try:
+        response: web.StreamResponse = await handler(request)
+        code = response.status
+        return response
+    except web.HTTPException as exc:
+        code = exc.status
+        raise
+    finally:
+        in_flight.dec()
+        metrics.webhook_latency_seconds.labels(webhook=path).observe(time.monotonic() - started)
+        metrics.webhook_requests_total.labels(webhook=path, code=str(code)).inc()

@@ -16,6 +16,7 @@ from omenative.api.instance_status import encode_rows, progress_only
 from omenative.api.readiness import desired_instances
 from omenative.api.types import RetryBlock, RolloutHold
 from omenative.api.units import InvalidValue, format_duration, optional_duration
+from omenative.controllers import fleet_metrics
 from omenative.controllers.context import BY_ISVC, BY_REPLICA, Context
 from omenative.controllers.inferencereplica import plan as planner
 from omenative.controllers.inferencereplica import requests
@@ -118,6 +119,8 @@ class InferenceReplicaController:
         version = (written or {}).get("metadata", {}).get("resourceVersion")
         if version and version != meta.get("resourceVersion"):  # a write was made (not skipped as a no-op)
             ctx.written.wrote(key, version)
+            for cause in fleet_metrics.restarts(ctx.rows.of(ir), result.rows):
+                fleet_metrics.instance_restarts_total.labels(component=component, cause=cause).inc()
         # The answer is in the status now; only then is the request removed (a crash in between answers it again,
         # with the same outcome).
         for annotation in result.answered:

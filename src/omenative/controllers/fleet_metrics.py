@@ -1,0 +1,93 @@
+"""Figures of the fleet for Prometheus, read at scrape time from the InferenceReplicas in the cache (as
+kube-state-metrics reads objects): Instances by component and phase, held revisions, rollout progress. Restarts are
+counted by the InferenceReplica controller when the status that records one is written (`restarts`).
+
+Every component x phase series is reported, at 0 when empty, so alerts and dashboards have a series from the first
+scrape. Labels stay bounded (component, phase, cause): per-service detail is in the objects' status and events.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+
+from prometheus_client import Counter as CounterMetric
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from omenative.api import constants as c
+from omenative.api.types import InstanceStatus
+from omenative.controllers.context import Obj
+
+PHASES = ("Pending", "Creating", "Ready", "Updating", "Restarting", "Migrating", "Failed", "Deleting")
+
+instance_restarts_total = CounterMetric(
+    "omenative_instance_restarts", "Instances whose pods were recreated, by component and cause (the failure's reason)",
+    ["component", "cause"],
+)
+
+# Created at 0 for the commonest causes, so a restart-storm alert has its series before the first restart.
+for _component in c.COMPONENTS:
+    for _cause in ("PodFailed", "PodMissing", "Error", "OOMKilled"):
+        instance_restarts_total.labels(component=_component, cause=_cause)
+
+
+def restarts(old: Mapping[int, InstanceStatus], new: Iterable[InstanceStatus]) -> list[str]:
+    """The causes of the restarts a new set of rows records: each Instance whose incarnation went up."""
+    causes = []
+    for row in new:
+        before = old.get(row.index) if row.index is not None else None
+        if before is not None and (row.incarnation or 0) > (before.incarnation or 0):
+            causes.append(row.last_failure.reason if row.last_failure and row.last_failure.reason else "Unknown")
+    return causes
+
+
+class FleetFigures:
+    def __init__(self) -> None:
+        self.instances: Counter[tuple[str, str]] = Counter()
+        self.held: Counter[str] = Counter()
+        self.desired: Counter[str] = Counter()
+        self.updated: Counter[str] = Counter()
+
+
+def fleet_figures(replicas: Iterable[Obj], rows_of: Callable[[Obj], Mapping[int, InstanceStatus]]) -> FleetFigures:
+    figures = FleetFigures()
+    for replica in replicas:
+        component = (replica.get("spec") or {}).get("component") or c.ENGINE
+        status = replica.get("status") or {}
+        for row in rows_of(replica).values():
+            figures.instances[(component, row.phase or "Pending")] += 1
+        figures.held[component] += sum(1 for block in status.get("retryBlocks") or [] if block.get("state") == "Held")
+        figures.desired[component] += int(status.get("replicas") or 0)
+        figures.updated[component] += int(status.get("updatedReplicas") or 0)
+    return figures
+
+
+class FleetCollector(Collector):
+    def __init__(self, replicas: Callable[[], Iterable[Obj]],
+                 rows_of: Callable[[Obj], Mapping[int, InstanceStatus]]) -> None:
+        self._replicas = replicas
+        self._rows_of = rows_of
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        figures = fleet_figures(self._replicas(), self._rows_of)
+        instances = GaugeMetricFamily("omenative_instances", "Instances by component and phase",
+                                      labels=["component", "phase"])
+        phases = PHASES + tuple(sorted({p for _, p in figures.instances} - set(PHASES)))
+        for component in c.COMPONENTS:
+            for phase in phases:
+                instances.add_metric([component, phase], figures.instances[(component, phase)])
+        yield instances
+        for name, doc, counts in (
+            ("omenative_revisions_held", "Revisions held after failed updates (kubectl ome instance retry-blocks)",
+             figures.held),
+            ("omenative_rollout_instances", "Instances a component has (rollout progress: of these)", figures.desired),
+            ("omenative_rollout_updated_instances", "Instances on their component's update revision", figures.updated),
+        ):
+            family = GaugeMetricFamily(name, doc, labels=["component"])
+            for component in c.COMPONENTS:
+                family.add_metric([component], counts[component])
+            yield family
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:
+        return []
