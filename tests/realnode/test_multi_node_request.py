@@ -79,4 +79,12 @@ async def test_step_4_is_answered_by_the_leader_with_its_worker_connected(
     assert f"workers connected: {WORKER}" in content(answer)
     logs = await kubectl("logs", LEADER, "-n", NS)
     assert f"leader: worker {WORKER} (rank 1) connected" in logs.stdout
+    # The same through `kubectl ome logs`: both pods of the service, each line prefixed with its component and pod.
+    logs = await kubectl("ome", "logs", ISVC, "-n", NS)
+    lines = logs.stdout.splitlines()
+    assert any(line.startswith(f"[engine/{LEADER}] ") and f"leader: worker {WORKER} (rank 1) connected" in line
+               for line in lines), logs.stdout
+    assert any(line.startswith(f"[engine/{WORKER}] ") and "worker: connected to leader" in line for line in lines)
+    one = await kubectl("ome", "logs", ISVC, "-n", NS, "-c", "engine", "--instance", "0", "--tail", "1")
+    assert len(one.stdout.splitlines()) == 2  # one line from each pod of Instance 0
     await kubectl("delete", "namespace", NS, "--wait=true", "--timeout=120s")

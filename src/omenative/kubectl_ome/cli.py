@@ -1,29 +1,37 @@
-"""`kubectl ome`: read the Instances of an InferenceService's OMENative components.
+"""`kubectl ome`: why an InferenceService is or isn't ready, waits with exit codes, and its Instances.
 
+    kubectl ome status INFERENCESERVICE [-n NS] [-o table|wide|json|yaml]
+    kubectl ome wait INFERENCESERVICE --for=PREDICATE [--component C --replicas N] [--timeout 1m0s] [-n NS] [-o ...]
+    kubectl ome get RESOURCE [NAME] [-n NS | -A] [-l SELECTOR] [-o table|wide|json|yaml]
+    kubectl ome logs INFERENCESERVICE [-c COMPONENT] [--instance I] [--revision R] [-f] [--tail N] [--since D]
+    kubectl ome version [--ome-namespace omenative-system]
     kubectl ome instance list INFERENCESERVICE [-n NS] [-o table|json|yaml]
     kubectl ome instance status INFERENCESERVICE INDEX --component COMPONENT [-n NS] [-o table|wide|json|yaml]
     kubectl ome instance retry-blocks INFERENCESERVICE --component COMPONENT [-n NS] [-o table|json|yaml]
     kubectl ome instance release-held INFERENCESERVICE --component COMPONENT --revision REV [--dry-run none|client|
         server] [--yes] [-n NS] [-o table|wide|json|yaml]
-    kubectl ome version
 
-The rows come from each component's InferenceReplica status (either encoding); `status` adds the live pods and their
-Warning events. Exit codes: 0 ok, 1 error, 3 a release whose target changed after its preview. A synchronous client
-fits a command line.
+The Instance rows come from each component's InferenceReplica status (either encoding); `instance status` adds the
+live pods and their Warning events. Exit codes: 0 ok, 1 error, 2 a wait that ended without a match, 3 a release whose
+target changed after its preview. A synchronous client fits a command line; reports.py builds the reports.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import sys
+import time
+from collections.abc import Iterable
 from typing import Any, cast
 
 from omenative import __version__
 from omenative.api import constants as c
 from omenative.api.instance_status import decode_rows
 from omenative.api.types import InstanceStatus
-from omenative.kubectl_ome import held
+from omenative.api.units import InvalidValue, parse_duration
+from omenative.kubectl_ome import held, logs, reports
 from omenative.kubectl_ome.output import REPORT_VERSION, emit, print_table
 
 Obj = dict[str, Any]
@@ -80,8 +88,11 @@ class Cluster:
     """The few reads the plugin makes, through the synchronous Kubernetes client."""
 
     def __init__(self, kubeconfig: str | None, context: str | None) -> None:
-        from kubernetes import client
-        from kubernetes import config as kube_config
+        try:
+            from kubernetes import client
+            from kubernetes import config as kube_config
+        except ImportError as exc:
+            raise SystemExit("error: kubectl-ome needs the Kubernetes client: pip install 'omenative[plugin]'") from exc
 
         config: Any = kube_config  # partly annotated upstream; used through Any
         self.namespace = "default"
@@ -125,6 +136,43 @@ class Cluster:
         selector = f"{c.LABEL_ISVC}={isvc},{c.LABEL_COMPONENT}={component},{c.LABEL_INSTANCE_INDEX}={index}"
         pods = self.core.list_namespaced_pod(namespace, label_selector=selector)
         return [self.core.api_client.sanitize_for_serialization(p) for p in pods.items]
+
+    def service_pods(self, namespace: str, isvc: str) -> list[Obj]:
+        pods = self.core.list_namespaced_pod(namespace, label_selector=f"{c.LABEL_ISVC}={isvc}")
+        return [self.core.api_client.sanitize_for_serialization(p) for p in pods.items]
+
+    def warning_events(self, namespace: str) -> list[Obj]:
+        events = self.core.list_namespaced_event(namespace, field_selector="type=Warning")
+        return [self.core.api_client.sanitize_for_serialization(e) for e in events.items]
+
+    def deployment(self, namespace: str, name: str) -> Obj:
+        from kubernetes import client
+
+        found = client.AppsV1Api().read_namespaced_deployment(name, namespace)
+        return cast(Obj, self.core.api_client.sanitize_for_serialization(found))
+
+    def list_ome(self, plural: str, namespace: str | None, selector: str | None) -> list[Obj]:
+        """An ome.io kind's objects (all namespaces when `namespace` is None), each with apiVersion and kind."""
+        api: Any = self.custom
+        kwargs = {"label_selector": selector} if selector else {}
+        if plural.startswith("cluster") or namespace is None:
+            found = api.list_cluster_custom_object(c.GROUP, c.VERSION, plural, **kwargs)
+        else:
+            found = api.list_namespaced_custom_object(c.GROUP, c.VERSION, namespace, plural, **kwargs)
+        return list(cast(Obj, found).get("items") or [])
+
+    def get_ome(self, plural: str, namespace: str, name: str) -> Obj | None:
+        from kubernetes.client.exceptions import ApiException
+
+        api: Any = self.custom
+        try:
+            if plural.startswith("cluster"):
+                return cast(Obj, api.get_cluster_custom_object(c.GROUP, c.VERSION, plural, name))
+            return cast(Obj, api.get_namespaced_custom_object(c.GROUP, c.VERSION, namespace, plural, name))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     def warnings(self, namespace: str, pod: str) -> list[Obj]:
         events = self.core.list_namespaced_event(
@@ -228,12 +276,253 @@ def instance_status(cluster: Cluster, namespace: str, isvc: str, index: int, com
     return 0
 
 
+OPERATOR_NAMESPACE = "omenative-system"
+OPERATOR_DEPLOYMENT = "omenative"
+
+
+def print_rows(rows: list[tuple[str, str]], wide: bool) -> None:
+    width = None if wide else 64
+    print_table([["FIELD", "VALUE"]] + [[k, v if width is None or len(v) <= width else v[: width - 3] + "..."]
+                                       for k, v in rows])
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def status(cluster: Cluster, namespace: str, name: str, output: str) -> int:
+    """One report of why the InferenceService is or isn't ready (exit 0 whenever it prints one)."""
+    isvc = cluster.inference_service(namespace, name)
+    if isvc is None:
+        raise CommandError("status InferenceService was not found")
+    pods: list[Obj] | None
+    events: list[Obj] | None
+    pod_error = event_error = ""
+    try:
+        pods = cluster.service_pods(namespace, name)
+    except Exception as exc:  # the report says what it could not read
+        pods, pod_error = None, reports.read_failure(getattr(exc, "status", None))
+    try:
+        events = cluster.warning_events(namespace)
+    except Exception as exc:
+        events, event_error = None, reports.read_failure(getattr(exc, "status", None))
+    content = reports.status_report(isvc, pods, events, now=now(), pod_error=pod_error, event_error=event_error)
+    if output in ("table", "wide"):
+        print_rows(reports.status_rows(content, output == "wide"), output == "wide")
+    else:
+        emit({"apiVersion": REPORT_VERSION, "kind": "StatusReport", "content": content}, output)
+    return 0
+
+
+def wait(cluster: Cluster, namespace: str, name: str, args: argparse.Namespace) -> int:
+    """Checks at once, then every POLL seconds, until the predicate holds (0) or the wait ends without it (2)."""
+    try:
+        predicate = reports.parse_predicate(args.predicate, args.component, args.replicas)
+    except reports.InvalidWait as exc:
+        raise CommandError(str(exc)) from None
+    try:
+        timeout = parse_duration(args.timeout)
+    except InvalidValue:
+        raise CommandError("InvalidWaitFlags") from None
+    if not 0 < timeout <= 24 * 3600:
+        raise CommandError("InvalidWaitTimeout: require positive duration no greater than 24h")
+    poll = 2.0 if predicate.kind == "condition" else 5.0
+    started = time.monotonic()
+    reads = polls = 0
+    uid = None
+    check: reports.Check | None = None
+    outcome = "TimedOut"
+    while True:
+        reads += 1
+        polls += 1 if reads > 1 else 0
+        isvc = cluster.inference_service(namespace, name)
+        if isvc is None or isvc["metadata"].get("deletionTimestamp"):
+            outcome = "NotFound" if uid is None and isvc is None else "Deleted"
+            break
+        if uid is not None and isvc["metadata"].get("uid") != uid:
+            outcome = "Replaced"
+            break
+        uid = isvc["metadata"].get("uid")
+        if predicate.kind == "condition":
+            check = reports.check_condition(predicate, isvc, now())
+        else:
+            reads += 1
+            replica = reports.component_replica(cluster.replicas(namespace, name), isvc, predicate.component)
+            check = reports.check_replicas(predicate, replica)
+        if check.matched:
+            outcome = "Matched"
+            break
+        left = timeout - (time.monotonic() - started)
+        if left <= 0:
+            break
+        time.sleep(min(poll, left))
+    report = reports.wait_report(namespace, name, predicate, outcome, check,
+                                 elapsed_ms=int((time.monotonic() - started) * 1000), reads=reads, polls=polls,
+                                 source="InitialGET" if reads <= 2 and polls == 0 else "Poll")
+    if args.output in ("table", "wide"):
+        print_rows(reports.wait_rows(report), args.output == "wide")
+    else:
+        emit(report, args.output)
+    if outcome != "Matched":
+        sys.stdout.flush()
+        print("error: RequestedConditionUnmet", file=sys.stderr)
+        return 2
+    return 0
+
+
+def version(kubeconfig: str | None, context: str | None, namespace: str) -> int:
+    """The plugin's version and the controller's, read from its Deployment's image (exit 0 even when unknown)."""
+    client = f"{__version__} (commit unknown)"
+    try:
+        cluster = Cluster(kubeconfig, context)
+    except BaseException:
+        operator = "unknown (resolve kubernetes-client: Unavailable)"
+    else:
+        try:
+            operator = reports.operator_version(cluster.deployment(namespace, OPERATOR_DEPLOYMENT))
+        except Exception as exc:
+            reason = reports.read_failure(getattr(exc, "status", None))
+            reason = {"Unreadable": "ServerError" if (getattr(exc, "status", 0) or 0) >= 500 else "Unavailable",
+                      "Timeout": "TimedOut"}.get(reason, reason)
+            operator = reports.operator_version(
+                None, f"get deployments.apps {namespace}/{OPERATOR_DEPLOYMENT}: {reason}")
+    if sys.stdout.isatty():
+        print_table([["COMPONENT", "VERSION"], ["Client", client], ["Operator", operator]])
+    else:
+        print(f"Client Version: {client}")
+        print(f"Operator Version: {operator}")
+    return 0
+
+
+def get(cluster: Cluster, namespace: str, args: argparse.Namespace) -> int:
+    """`kubectl ome get RESOURCE [NAME]`: a table with each kind's columns, or the objects as JSON or YAML."""
+    resource = args.resource.lower()
+    if resource in reports.NOT_SERVED_KINDS:
+        raise CommandError(f"omenative does not serve {resource}: it runs InferenceServices, InferenceReplicas, "
+                           "models and runtimes")
+    if resource not in reports.GET_RESOURCES:
+        raise CommandError(f"unknown resource {args.resource!r}")
+    if args.name and (args.all_namespaces or args.selector):
+        raise CommandError("a NAME can't be combined with -A or -l")
+    plural, scope = reports.GET_RESOURCES[resource]
+    parts = reports.MERGED_PARTS.get(plural, (plural,))
+    if scope == "Cluster" and args.all_namespaces:
+        print(f"warning: {plural} are cluster-scoped; -A is ignored", file=sys.stderr)
+    where = None if args.all_namespaces else namespace
+    objects: list[tuple[str, Obj]] = []
+    if args.name:
+        for part in parts:
+            found = cluster.get_ome(part, namespace, args.name)
+            if found is not None:
+                objects.append(("Cluster" if part.startswith("cluster") else "Namespaced", found))
+                break
+        if not objects:
+            raise CommandError(f'{plural} "{args.name}" not found')
+    else:
+        for part in parts:
+            kind_scope = "Cluster" if part.startswith("cluster") else "Namespaced"
+            objects += [(kind_scope, obj) for obj in cluster.list_ome(part, where, args.selector)]
+    if args.output in ("json", "yaml"):
+        items = [obj for _, obj in objects]
+        emit(items[0] if args.name else {"apiVersion": "v1", "kind": "List", "items": items}, args.output)
+        return 0
+    if not objects:
+        print(f"No resources found{'' if args.all_namespaces or scope == 'Cluster' else f' in {namespace} namespace'}.",
+              file=sys.stderr)
+        return 0
+    print_table(reports.get_table(plural, objects, wide=args.output == "wide",
+                                  all_namespaces=bool(args.all_namespaces), now=now()))
+    return 0
+
+
+def logs_cmd(cluster: Cluster, namespace: str, args: argparse.Namespace) -> int:
+    try:
+        chosen = logs.selector(args.inferenceservice, args.component, args.instance, args.revision)
+        pods = [cluster.core.api_client.sanitize_for_serialization(p)
+                for p in cluster.core.list_namespaced_pod(namespace, label_selector=chosen).items]
+        containers = {p["metadata"]["name"]: logs.container_of(p, args.container) for p in pods}
+        options: dict[str, Any] = {}
+        if args.tail >= 0:
+            options["tail_lines"] = args.tail
+        if args.since:
+            options["since_seconds"] = max(1, int(parse_duration(args.since)))
+        if args.limit_bytes > 0 and not args.follow:
+            options["limit_bytes"] = args.limit_bytes
+
+        def read(pod: Obj, container: str, follow: bool = False) -> Iterable[str]:
+            response: Any = cluster.core.read_namespaced_pod_log(
+                pod["metadata"]["name"], namespace, container=container, follow=follow, _preload_content=False,
+                **options)
+            try:
+                pending = b""
+                for chunk in response.stream(4096):
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    yield from (line.decode(errors="replace") for line in lines)
+                if pending:
+                    yield pending.decode(errors="replace")
+            finally:
+                response.release_conn()
+
+        if args.follow:
+            logs.follow_all(pods, containers, lambda pod, name: read(pod, name, True), args.max_log_requests)
+        else:
+            logs.read_all(pods, containers, read)
+    except (logs.LogsError, InvalidValue) as exc:
+        raise CommandError(str(exc)) from None
+    except KeyboardInterrupt:
+        return 1
+    return 0
+
+
+class CommandError(Exception):
+    """A command's refusal, printed as `error: <message>` with exit code 1."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubectl ome", description="Inspect OMENative InferenceServices.")
     parser.add_argument("--kubeconfig", default=None)
     parser.add_argument("--context", default=None)
+    # kubectl passes flags where the user wrote them: the connection flags also after the command.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--kubeconfig", default=argparse.SUPPRESS)
+    common.add_argument("--context", default=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("version", help="print the plugin version")
+    version = sub.add_parser("version", parents=[common], help="print the plugin and operator versions")
+    version.add_argument("--ome-namespace", default=OPERATOR_NAMESPACE,
+                         help="namespace of the omenative Deployment (deploy/ installs it in omenative-system)")
+    status_cmd = sub.add_parser("status", parents=[common], help="why an InferenceService is or isn't ready")
+    status_cmd.add_argument("inferenceservice")
+    status_cmd.add_argument("-n", "--namespace", default=None)
+    status_cmd.add_argument("--ome-namespace", default="ome")
+    status_cmd.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
+    get_cmd = sub.add_parser("get", parents=[common], help="list OME resources with model-centric columns")
+    get_cmd.add_argument("resource")
+    get_cmd.add_argument("name", nargs="?", default=None)
+    get_cmd.add_argument("-n", "--namespace", default=None)
+    get_cmd.add_argument("-A", "--all-namespaces", action="store_true")
+    get_cmd.add_argument("-l", "--selector", default=None)
+    get_cmd.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
+    logs_parser = sub.add_parser("logs", parents=[common], help="logs of the pods behind an InferenceService")
+    logs_parser.add_argument("inferenceservice")
+    logs_parser.add_argument("-n", "--namespace", default=None)
+    logs_parser.add_argument("-c", "--component", default=None)
+    logs_parser.add_argument("--container", default=None)
+    logs_parser.add_argument("-f", "--follow", action="store_true")
+    logs_parser.add_argument("--instance", type=int, default=-1)
+    logs_parser.add_argument("--limit-bytes", type=int, default=0)
+    logs_parser.add_argument("--max-log-requests", type=int, default=5)
+    logs_parser.add_argument("--revision", default=None)
+    logs_parser.add_argument("--since", default=None)
+    logs_parser.add_argument("--tail", type=int, default=-1)
+    wait = sub.add_parser("wait", parents=[common], help="block until an InferenceService reaches a state")
+    wait.add_argument("inferenceservice")
+    wait.add_argument("-n", "--namespace", default=None)
+    wait.add_argument("--for", dest="predicate", default=None)
+    wait.add_argument("--component", default=None)
+    wait.add_argument("--replicas", type=int, default=None)
+    wait.add_argument("--timeout", default="1m0s")
+    wait.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
     instance = sub.add_parser("instance", help="Instances of an InferenceService's OMENative components")
     actions = instance.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", help="one row per Instance")
@@ -268,11 +557,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "version":
-        print(f"kubectl-ome {__version__}")
-        return 0
+        return version(args.kubeconfig, args.context, args.ome_namespace)
     try:
         cluster = Cluster(args.kubeconfig, args.context)
         namespace = args.namespace or cluster.namespace
+        if args.command == "status":
+            return status(cluster, namespace, args.inferenceservice, args.output)
+        if args.command == "wait":
+            return wait(cluster, namespace, args.inferenceservice, args)
+        if args.command == "get":
+            return get(cluster, namespace, args)
+        if args.command == "logs":
+            return logs_cmd(cluster, namespace, args)
         if args.action == "list":
             return instance_list(cluster, namespace, args.inferenceservice, args.output)
         if args.action == "retry-blocks":
