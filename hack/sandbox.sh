@@ -10,8 +10,10 @@
 # Options (before or after --detach):
 #   --real-node    add a real node (hack/cluster.sh --real-node, docs/real-node.md); the multi-node example runs on it
 #                  as real processes, so step 4's port-forward and curl get an answer
-#   --in-cluster   with --real-node: omenative runs as pods from deploy/overlays/dev (image built without a daemon) instead of a
-#                  local process
+#   --in-cluster   with --real-node: omenative runs as pods from deploy/overlays/dev (image built without a
+#                  daemon) instead of a local process
+#   --with-prometheus  also run a Prometheus server (Debian's package, installed when missing) that scrapes
+#                  omenative, and print its URL and a query to try
 #
 # The prefill-decode example uses OME's catalog runtime and model, read from $OME_CATALOG (a clone's config/
 # folder; default ../shared/thirdparty/ome/config); without it, only the multi-node example runs.
@@ -47,7 +49,18 @@ stop_controller() {
   rm -f "$sandbox/omenative.pid"
 }
 
+stop_prometheus() {
+  local pid
+  [[ -f "$sandbox/prometheus.pid" ]] || return 0
+  pid=$(cat "$sandbox/prometheus.pid")
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  kill -9 "$pid" 2>/dev/null || true
+  rm -f "$sandbox/prometheus.pid"
+}
+
 down() {
+  stop_prometheus
   stop_controller
   cluster down >/dev/null 2>&1 || true
   rm -rf "$sandbox"
@@ -105,11 +118,54 @@ start_in_cluster() {
   echo in-cluster > "$sandbox/mode"
 }
 
+# Prometheus scraping omenative as job omenative-metrics (the job the production ServiceMonitor gives): the local
+# process at its metrics port, or the in-cluster pods found through the API (their addresses route from the host).
+start_prometheus() {
+  local port config="$sandbox/prometheus.yml"
+  # shellcheck source=lib/prometheus.sh
+  source "$here/lib/prometheus.sh"
+  ensure_prometheus || die "could not install Debian's prometheus package"
+  port=$(free_port)
+  if [[ -n "$in_cluster" ]]; then
+    cat > "$config" <<EOF
+global: {scrape_interval: 5s, evaluation_interval: 5s}
+scrape_configs:
+- job_name: omenative-metrics
+  kubernetes_sd_configs:
+  - role: pod
+    kubeconfig_file: $KUBECONFIG
+    namespaces: {names: [omenative-system]}
+  relabel_configs:
+  - {source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_scrape], regex: "true", action: keep}
+  - {source_labels: [__meta_kubernetes_pod_container_port_name], regex: metrics, action: keep}
+  - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
+EOF
+  else
+    cat > "$config" <<EOF
+global: {scrape_interval: 5s, evaluation_interval: 5s}
+scrape_configs:
+- job_name: omenative-metrics
+  static_configs:
+  - targets: ["127.0.0.1:$(cat "$sandbox/metrics.port")"]
+EOF
+  fi
+  log "starting Prometheus on 127.0.0.1:$port (log: $sandbox/prometheus.log)"
+  nohup setsid prometheus --config.file="$config" --storage.tsdb.path="$sandbox/prometheus-data" \
+    --web.listen-address="127.0.0.1:$port" >"$sandbox/prometheus.log" 2>&1 < /dev/null &
+  echo $! > "$sandbox/prometheus.pid"
+  echo "$port" > "$sandbox/prometheus.port"
+  for _ in $(seq 1 150); do
+    curl -sf "http://127.0.0.1:$port/api/v1/targets" 2>/dev/null | grep -q '"health":"up"' && return 0
+    sleep 0.2
+  done
+  die "Prometheus does not scrape omenative: see $sandbox/prometheus.log and http://127.0.0.1:$port/targets"
+}
+
 start() {
   local detach=$1 start=$SECONDS
   mkdir -p "$sandbox"
   log "python environment (.venv)"
-  ensure_venv "$repo" "" || die "could not install the package into .venv"
+  ensure_venv "$repo" "plugin" || die "could not install the package into .venv"
   log "control plane (the first run builds it from source, which takes a while)"
   cluster up --gpu-nodes 4 --cpu-nodes 1 ${real_node:+--real-node} || die "the control plane did not come up"
   eval "$(cluster env)"
@@ -125,6 +181,7 @@ start() {
   else
     start_local || return 1
   fi
+  [[ -z "$with_prometheus" ]] || start_prometheus
 
   log "serve a multi-node model: qwen3-0-6b on a leader and a worker"
   if [[ -f "$catalog/models/Qwen/Qwen3-0.6B.yaml" ]]; then
@@ -177,6 +234,10 @@ start() {
       echo "  kubectl patch inferenceservice llama-pd -n llama-demo --type merge -p '{\"spec\":{\"engine\":{\"minReplicas\":3,\"maxReplicas\":3}}}'"
       echo "  kubectl wait --for=jsonpath='{.status.readyReplicas}'=3 inferencereplica/llama-pd-engine -n llama-demo --timeout=5m"
     fi
+    if [[ -n "$with_prometheus" ]]; then
+      echo "  # Prometheus: http://127.0.0.1:$(cat "$sandbox/prometheus.port") (Ready engine Instances, by PromQL)"
+      echo "  curl -s http://127.0.0.1:$(cat "$sandbox/prometheus.port")/api/v1/query --data-urlencode 'query=sum by (component) (omenative_instances{job=\"omenative-metrics\",phase=\"Ready\"})'"
+    fi
     echo "  hack/sandbox.sh down"
     echo
   }
@@ -194,11 +255,12 @@ start() {
   return 1
 }
 
-real_node="" in_cluster="" action=""
+real_node="" in_cluster="" with_prometheus="" action=""
 for arg in "$@"; do
   case "$arg" in
     --real-node) real_node=1 ;;
     --in-cluster) in_cluster=1 ;;
+    --with-prometheus) with_prometheus=1 ;;
     *) [[ -z "$action" ]] || die "one of --detach, env or down"; action=$arg ;;
   esac
 done
@@ -209,6 +271,6 @@ case "$action" in
   --detach) start 1 || { log "the sandbox is not Ready; it stays up for inspection (hack/sandbox.sh down)"; exit 1; } ;;
   env) shell_env ;;
   down) down ;;
-  -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+  -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown argument: $1 (use --detach, env or down)" ;;
 esac

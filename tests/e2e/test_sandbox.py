@@ -4,6 +4,7 @@ hack/sandbox.sh down leaves no process behind."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -29,7 +30,7 @@ def processes_under(folder: Path) -> list[str]:
 
 async def test_the_sandbox_runs_the_examples_and_its_commands_work(tmp_path: Path) -> None:
     env = os.environ | {"OMENATIVE_SANDBOX": "omenative-sandbox-test", "OMENATIVE_STATE_DIR": str(tmp_path)}
-    started = await run("bash", str(SANDBOX), "--detach", env=env)
+    started = await run("bash", str(SANDBOX), "--detach", "--with-prometheus", env=env)
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         assert "is Ready" in started.stderr
@@ -40,9 +41,16 @@ async def test_the_sandbox_runs_the_examples_and_its_commands_work(tmp_path: Pat
         assert export.startswith("export KUBECONFIG=") and commands[-1] == "hack/sandbox.sh down"
         assert any("kubectl ome instance list llama-pd" in c for c in tries)
         for command in tries:
+            if command.startswith("#"):
+                continue
             result = await run("bash", "-c", f"{export} && {command}", env=env, timeout=360)
             assert result.returncode == 0, f"{command}\n{result.stdout}{result.stderr}"
             assert result.stdout.strip(), command
+            if "api/v1/query" in command:  # Prometheus scraped omenative: Ready engine Instances by PromQL
+                answer = json.loads(result.stdout)["data"]["result"]
+                engine = [r for r in answer if r["metric"].get("component") == "engine"]
+                assert engine and float(engine[0]["value"][1]) >= 1, result.stdout
+        assert any("api/v1/query" in c for c in tries)
         printed = await run("bash", str(SANDBOX), "env", env=env)
         assert printed.stdout.startswith("export KUBECONFIG=") and printed.stdout.split()[1] in export
         # The README's next step, from a shell whose PATH has neither kubectl nor kubectl-ome.
@@ -69,7 +77,8 @@ async def test_the_sandbox_with_a_real_node_runs_omenative_as_pods_and_answers_s
     state = Path(tempfile.mkdtemp(prefix="sbr-", dir="/tmp"))
     env = os.environ | {"OMENATIVE_SANDBOX": "sbr", "OMENATIVE_STATE_DIR": str(state)}
     before = host_state()
-    started = await run("bash", str(SANDBOX), "--detach", "--real-node", "--in-cluster", env=env, timeout=900)
+    started = await run("bash", str(SANDBOX), "--detach", "--real-node", "--in-cluster", "--with-prometheus", env=env,
+                        timeout=900)
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         export = next(line.strip() for line in started.stdout.splitlines() if "export KUBECONFIG=" in line)
@@ -84,6 +93,10 @@ async def test_the_sandbox_with_a_real_node_runs_omenative_as_pods_and_answers_s
         answer = await run("bash", "-c", step4, env=env)
         assert "stand-in engine qwen3-multi-node-engine-0-leader-0 answered (rank 0 of 2; workers connected: " \
                "qwen3-multi-node-engine-0-worker-0)" in answer.stdout, answer.stdout + answer.stderr
+        # Prometheus finds both controller pods through the API and scrapes them at their pod addresses.
+        url = next(word for word in started.stdout.split() if word.endswith("/api/v1/query"))
+        up = await run("curl", "-s", url, "--data-urlencode", 'query=up{job="omenative-metrics"}', env=env)
+        assert sorted(float(r["value"][1]) for r in json.loads(up.stdout)["data"]["result"]) == [1.0, 1.0], up.stdout
     finally:
         stopped = await run("bash", str(SANDBOX), "down", env=env)
     assert stopped.returncode == 0, stopped.stderr
