@@ -57,7 +57,8 @@ async def test_the_sandbox_runs_the_examples_and_its_commands_work(tmp_path: Pat
         bare = env | {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
         listed = await run("bash", "-c", f'eval "$(bash {SANDBOX} env)" && kubectl ome instance list llama-pd '
                                          "-n llama-demo", env=bare)
-        assert listed.returncode == 0 and "llama-pd-engine" in listed.stdout, listed.stdout + listed.stderr
+        assert listed.returncode == 0 and listed.stdout.startswith("COMP ") and "\nrouter " in listed.stdout, \
+            listed.stdout + listed.stderr
     finally:
         stopped = await run("bash", str(SANDBOX), "down", env=env)
     assert stopped.returncode == 0, stopped.stderr
