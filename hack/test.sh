@@ -53,7 +53,7 @@ step "control plane up" "$here/cluster.sh" up --name "$OMENATIVE_CLUSTER"
 if [[ " ${failed[*]} " != *" control plane up "* ]]; then
   # A full run also checks that the deployed RBAC grants nothing the e2e suite's controller never used.
   [[ $# -eq 0 ]] && export OMENATIVE_FULL_RUN=1
-  step "pytest (unit, integration, e2e)" pytest -p no:cacheprovider "$@"
+  step "pytest (unit, integration, e2e)" pytest -p no:cacheprovider --durations=25 "$@"
 fi
 if [[ $# -eq 0 ]]; then
   # The benchmark at a tiny N, on a control plane of its own: it must run; its figures are not judged here.

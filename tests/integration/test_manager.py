@@ -211,6 +211,7 @@ async def test_scraped_right_after_readyz_every_controller_runtime_series_is_the
         expected += [("omenative_instances", (("component", component), ("phase", phase)))
                      for phase in ("Pending", "Ready", "Failed")]
         expected.append(("omenative_revisions_held", (("component", component),)))
+        expected.append(("omenative_repairs_held_total", (("component", component),)))
     for path in ("/validate-inferenceservice", "/mutate-inferenceservice", "/validate-inferencereplica"):
         expected += [("controller_runtime_webhook_requests_total", (("code", "200"), ("webhook", path))),
                      ("controller_runtime_webhook_requests_in_flight", (("webhook", path),))]

@@ -1,6 +1,6 @@
 """Figures of the fleet for Prometheus, read at scrape time from the InferenceReplicas in the cache (as
-kube-state-metrics reads objects): Instances by component and phase, held revisions, rollout progress. Restarts are
-counted by the InferenceReplica controller when the status that records one is written (`restarts`).
+kube-state-metrics reads objects): Instances by component and phase, held revisions, rollout progress. Restarts and
+held repairs are counted by the InferenceReplica controller when the status that records one is written.
 
 Every component x phase series is reported, at 0 when empty, so alerts and dashboards have a series from the first
 scrape. Labels stay bounded (component, phase, cause): per-service detail is in the objects' status and events.
@@ -25,11 +25,16 @@ instance_restarts_total = CounterMetric(
     "omenative_instance_restarts", "Instances whose pods were recreated, by component and cause (the failure's reason)",
     ["component", "cause"],
 )
+repairs_held_total = CounterMetric(
+    "omenative_repairs_held", "Repairs held back because the component's unavailability budget was used up (one per "
+    "episode, as the RepairHeld event)", ["component"],
+)
 
-# Created at 0 for the commonest causes, so a restart-storm alert has its series before the first restart.
+# Created at 0 (for restarts, the commonest causes), so alerts have their series before the first one.
 for _component in c.COMPONENTS:
     for _cause in ("PodFailed", "PodMissing", "Error", "OOMKilled"):
         instance_restarts_total.labels(component=_component, cause=_cause)
+    repairs_held_total.labels(component=_component)
 
 
 def restarts(old: Mapping[int, InstanceStatus], new: Iterable[InstanceStatus]) -> list[str]:

@@ -121,6 +121,9 @@ class InferenceReplicaController:
             ctx.written.wrote(key, version)
             for cause in fleet_metrics.restarts(ctx.rows.of(ir), result.rows):
                 fleet_metrics.instance_restarts_total.labels(component=component, cause=cause).inc()
+            held = sum(1 for event in result.events if event.reason == "RepairHeld")
+            if held:
+                fleet_metrics.repairs_held_total.labels(component=component).inc(held)
         # The answer is in the status now; only then is the request removed (a crash in between answers it again,
         # with the same outcome).
         for annotation in result.answered:
