@@ -1,5 +1,5 @@
-"""`kubectl ome status`, `wait` and `version` through the real kubectl binary, on the multi-node guide's example
-while its worker cannot be scheduled, and once it can."""
+"""`kubectl ome status`, `wait`, `get` and `version` through the real kubectl binary, on the multi-node guide's
+example while one of its Instance's two pods cannot be scheduled, and once it can."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tests.support.wait import wait_for
 
 NS = ISVC = "qwen3-multi-node"
 MODEL, RUNTIME = "qwen3-0-6b", "srt-qwen3-0-6b-multi-node"
-WORKER = f"{ISVC}-engine-0-worker-0"
+LEADER, WORKER = f"{ISVC}-engine-0-leader-0", f"{ISVC}-engine-0-worker-0"
 
 
 def fields(stdout: str) -> list[tuple[str, str]]:
@@ -47,13 +47,15 @@ async def test_status_explains_an_unschedulable_worker_and_wait_returns_the_docu
         await kubectl("create", "namespace", NS)
         await kubectl("apply", "-f", write_yaml(tmp_path, "isvc.yaml", isvc))
 
-        async def worker_unschedulable() -> bool:
-            out = await kubectl("get", "events", "-n", NS, "--field-selector",
-                                f"involvedObject.name={WORKER},reason=FailedScheduling", "-o", "name")
-            return bool(out.stdout.strip())
+        # One GPU for two pods: the scheduler places the leader or the worker first (either can win), and the other
+        # cannot be scheduled.
+        async def unschedulable() -> str | None:
+            out = await kubectl("get", "events", "-n", NS, "--field-selector", "reason=FailedScheduling", "-o",
+                                "jsonpath={.items[*].involvedObject.name}")
+            names = set(out.stdout.split()) & {WORKER, LEADER}
+            return names.pop() if len(names) == 1 else None
 
-        await wait_for(worker_unschedulable, timeout=90, what="the worker's FailedScheduling event",
-                       describe=describe)
+        stuck = await wait_for(unschedulable, timeout=90, what="a pod's FailedScheduling event", describe=describe)
         out = await kubectl("ome", "status", ISVC, "-n", NS, "-o", "wide")
         rows = fields(out.stdout)
         report = dict(rows)
@@ -61,8 +63,8 @@ async def test_status_explains_an_unschedulable_worker_and_wait_returns_the_docu
         assert report["engine"].startswith("False / Valid; Ready pods=") and report["engine"].endswith(
             "/2 restarts=0"), out.stdout
         assert report["engine phases"].startswith("R="), out.stdout
-        # The worker's FailedScheduling event, and its message, say why.
-        index = rows.index(("Warning Pod", f"{WORKER} FailedScheduling"))
+        # The pod's FailedScheduling event, and its message, say why.
+        index = rows.index(("Warning Pod", f"{stuck} FailedScheduling"))
         assert rows[index + 1][0] == "Event message" and "Insufficient nvidia.com/gpu" in rows[index + 1][1]
         assert report["Pod observation"] == "Reported count=2 truncated=false"
 
