@@ -127,18 +127,17 @@ start_prometheus() {
   ensure_prometheus || die "could not install Debian's prometheus package"
   port=$(free_port)
   if [[ -n "$in_cluster" ]]; then
+    # Debian builds Prometheus without Kubernetes discovery: the pods' addresses as the sandbox started them (their
+    # metrics port; pod addresses route from the host).
+    local targets
+    targets=$(kubectl get pods -n omenative-system -l app.kubernetes.io/name=omenative \
+      -o jsonpath='{range .items[*]}"{.status.podIP}:8080",{end}')
     cat > "$config" <<EOF
 global: {scrape_interval: 5s, evaluation_interval: 5s}
 scrape_configs:
 - job_name: omenative-metrics
-  kubernetes_sd_configs:
-  - role: pod
-    kubeconfig_file: $KUBECONFIG
-    namespaces: {names: [omenative-system]}
-  relabel_configs:
-  - {source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_scrape], regex: "true", action: keep}
-  - {source_labels: [__meta_kubernetes_pod_container_port_name], regex: metrics, action: keep}
-  - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
+  static_configs:
+  - targets: [${targets%,}]
 EOF
   else
     cat > "$config" <<EOF

@@ -337,8 +337,13 @@ async def cache_breakdown(kube: KubeClient) -> Obj:
     tracemalloc.start()
     try:
         for reg in recorder.registered:
-            items, _ = await kube.list_all(reg.resource, label_selector=reg.label_selector,
-                                           field_selector=reg.field_selector)
+            try:
+                items, _ = await kube.list_all(reg.resource, label_selector=reg.label_selector,
+                                               field_selector=reg.field_selector)
+            except ApiError as exc:
+                if exc.status == 404:
+                    continue  # a kind whose CRD is not installed (PodMonitors, say): the manager holds none either
+                raise
             raw = [json.dumps(item).encode() for item in items]
             del items
             store = Store(reg.resource, transform=reg.transform, indexers=reg.indexers)
