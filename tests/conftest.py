@@ -106,6 +106,17 @@ async def namespace(request: pytest.FixtureRequest, core: client.CoreV1Api) -> A
 NodeFactory = Callable[..., Awaitable[str]]
 
 
+def node_factory(core: client.CoreV1Api, created: list[str]) -> NodeFactory:
+    """Makes simulated nodes with a random suffix on `core`'s cluster, noting their names in `created`."""
+    async def make(prefix: str = "gpu", **kwargs: Any) -> str:
+        name = f"t-{prefix}-{uuid.uuid4().hex[:6]}"
+        await core.create_node(node_manifest(name, **kwargs))
+        created.append(name)
+        return name
+
+    return make
+
+
 @pytest_asyncio.fixture
 async def sim_nodes(core: client.CoreV1Api) -> AsyncIterator[NodeFactory]:
     """Creates simulated nodes for one test (`await sim_nodes("gpu", gpus=1, labels={...})`), removed afterwards.
@@ -113,14 +124,7 @@ async def sim_nodes(core: client.CoreV1Api) -> AsyncIterator[NodeFactory]:
     Node names carry a random suffix, so a test's pods can be pinned to its own nodes with a label selector.
     """
     created: list[str] = []
-
-    async def make(prefix: str = "gpu", **kwargs: Any) -> str:
-        name = f"t-{prefix}-{uuid.uuid4().hex[:6]}"
-        await core.create_node(node_manifest(name, **kwargs))
-        created.append(name)
-        return name
-
-    yield make
+    yield node_factory(core, created)
     for name in created:
         try:
             await core.delete_node(name)

@@ -7,15 +7,14 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import uuid
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import pytest
 import yaml
 from kubernetes_asyncio import client
 
-from tests.conftest import api_client_for
+from tests.conftest import api_client_for, node_factory
 
 # The modules, not their test functions: a test function imported here would be collected here too.
 from tests.e2e import test_serve_multi_node_model as multi_node_guide
@@ -26,7 +25,7 @@ from tests.support import rbac
 from tests.support.cluster import REPO, ControlPlane
 from tests.support.controller import ControllerProcess
 from tests.support.model_agent import ModelAgent
-from tests.support.nodes import model_label, node_manifest
+from tests.support.nodes import model_label
 from tests.support.omenative import FAST, install_crds
 from tests.support.wait import wait_for
 
@@ -89,12 +88,7 @@ async def test_omenative_runs_in_the_cluster_from_deploy(real_cluster: ControlPl
         async with api:
             core = client.CoreV1Api(api)
             made: list[str] = []
-
-            async def sim_nodes(prefix: str = "gpu", **kwargs: Any) -> str:
-                name = f"t-{prefix}-{uuid.uuid4().hex[:6]}"
-                await core.create_node(node_manifest(name, **kwargs))
-                made.append(name)
-                return name
+            sim_nodes = node_factory(core, made)
 
             # The suites' faults act on simulated pods: none of their pods may land on a real node (where the
             # kubelet, not KWOK, owns pod status). The controller's pods stay where they run.
