@@ -263,7 +263,7 @@ async def test_a_status_write_for_a_pod_that_was_replaced_leaves_its_successor_a
            "spec": {"containers": [{"name": "c", "image": "example.invalid/x:1"}]}}
     applier = Applier(kube, lambda res, ns, name: None)
     # Pods of a new namespace are refused until the controller-manager has made its default ServiceAccount.
-    await wait_for(lambda: _exists(kube, SERVICE_ACCOUNTS, namespace, "default"), timeout=30,
+    await wait_for(lambda: _exists(kube, SERVICE_ACCOUNTS, namespace, "default"), timeout=120,
                    what="the namespace's default ServiceAccount")
     await kube.create(PODS, pod, namespace)
     old = await kube.get(PODS, "same-name", namespace)
