@@ -67,12 +67,15 @@ down() {
   log "sandbox $name is down"
 }
 
+# The folder of the binaries hack/build-binaries.sh made (kubectl among them).
+bin_dir() { bash -c "source '$here/lib/versions.sh' && echo \$OMENATIVE_BIN_DIR"; }
+
 # KUBECONFIG, and a PATH that finds the kubectl built here first and kubectl-ome (in .venv/bin, last, so the venv's
 # python does not shadow the user's), so `kubectl ome` works in the shell that evals it.
 shell_env() {
   local kubeconfig bin
   kubeconfig=$(cluster env) || return 1
-  bin=$(bash -c "source '$here/lib/versions.sh' && echo \$OMENATIVE_BIN_DIR")
+  bin=$(bin_dir)
   printf '%s PATH=%s:$PATH:%s\n' "$kubeconfig" "$bin" "$repo/.venv/bin"
 }
 
@@ -169,7 +172,7 @@ start() {
   cluster up --gpu-nodes 4 --cpu-nodes 1 ${real_node:+--real-node} || die "the control plane did not come up"
   eval "$(cluster env)"
   export KUBECONFIG
-  PATH="$(bash -c "source '$here/lib/versions.sh' && echo \$OMENATIVE_BIN_DIR"):$PATH"
+  PATH="$(bin_dir):$PATH"
   export PATH
   kubectl apply --server-side --force-conflicts -f "$repo/manifests/crds" >/dev/null
   kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null

@@ -6,7 +6,6 @@ omenative runs: it notices, and makes a PodMonitor per component."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from kubernetes_asyncio import client
 
@@ -14,18 +13,10 @@ from tests.conftest import NodeFactory, describe_namespace
 from tests.e2e.conftest import wait_gone
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
+from tests.support.omenative import inline_component, inline_service
 from tests.support.wait import wait_for
 
 KINDS = "inferencereplicas,services,hpa,pdb,serviceaccounts,roles,rolebindings,pods,podmonitors"
-TOLERATE_GPU = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-
-
-def component(image: str, low: int, high: int) -> dict[str, Any]:
-    return {"minReplicas": low, "maxReplicas": high, "tolerations": TOLERATE_GPU,
-            "runner": {"name": "ome-container", "image": image, "ports": [{"containerPort": 8080}],
-                       "resources": {"requests": {"cpu": "1"}}}}
-
-
 async def test_removing_the_router_deletes_what_it_owned_and_leaves_the_engine(
     control_plane: ControlPlane, api: client.ApiClient, omenative: ControllerProcess, sim_nodes: NodeFactory,
     namespace: str,
@@ -43,10 +34,9 @@ async def test_removing_the_router_deletes_what_it_owned_and_leaves_the_engine(
 
 async def removal(control_plane: ControlPlane, api: client.ApiClient, namespace: str) -> None:
     kubectl = control_plane.kubectl
-    isvc = {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
-            "metadata": {"name": "svc", "namespace": namespace},
-            "spec": {"deploymentMode": "OMENative", "engine": component("example.invalid/engine:1", 1, 2),
-                     "router": component("example.invalid/router:1", 1, 2)}}
+    isvc = inline_service("svc", namespace,
+                          engine=inline_component(1, 2, image="example.invalid/engine:1", ports=(8080,)),
+                          router=inline_component(1, 2, image="example.invalid/router:1", ports=(8080,)))
     await kubectl("apply", "-f", "-", stdin=json.dumps(isvc))
     out = await kubectl("wait", "--for=condition=Ready", "inferenceservice/svc", "-n", namespace, "--timeout=120s",
                         check=False)

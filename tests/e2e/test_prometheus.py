@@ -12,10 +12,9 @@ from omenative.api.instance_status import decode_rows
 from tests.conftest import NodeFactory, describe_namespace
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
+from tests.support.omenative import inline_component, inline_service
 from tests.support.prometheus import running_prometheus
 from tests.support.wait import wait_for
-
-TOLERATE_GPU = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 
 async def test_prometheus_scrapes_reconciles_and_instances_by_phase(
@@ -24,12 +23,7 @@ async def test_prometheus_scrapes_reconciles_and_instances_by_phase(
 ) -> None:
     kubectl = control_plane.kubectl
     await sim_nodes("gpu")
-    isvc = {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
-            "metadata": {"name": "scraped", "namespace": namespace},
-            "spec": {"deploymentMode": "OMENative", "engine": {
-                "minReplicas": 2, "maxReplicas": 2, "tolerations": TOLERATE_GPU,
-                "runner": {"name": "ome-container", "image": "example.invalid/server:1",
-                           "resources": {"requests": {"cpu": "1"}}}}}}
+    isvc = inline_service("scraped", namespace, engine=inline_component(2))
     async with running_prometheus([f"127.0.0.1:{omenative.metrics_port}"]) as prometheus:
         await kubectl("apply", "-f", "-", stdin=json.dumps(isvc))
         out = await kubectl("wait", "--for=jsonpath={.status.readyReplicas}=2", "inferencereplica/scraped-engine",

@@ -18,7 +18,7 @@ from tests.support.catalog import MULTI_NODE_SEED, seed_yaml_blocks
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
 from tests.support.model_agent import ModelAgent
-from tests.support.omenative import install_crds, start_controller, stop_controller
+from tests.support.omenative import inline_service, install_crds, start_controller, stop_controller
 from tests.support.wait import wait_for
 
 LEASE = "omenative-leader"
@@ -30,17 +30,6 @@ METRICS = (
     "workqueue_unfinished_work_seconds", "workqueue_longest_running_processor_seconds", "rest_client_requests_total",
     "leader_election_master_status",
 )
-
-
-def inference_service(name: str, namespace: str) -> dict[str, Any]:
-    """A single-pod OMENative InferenceService that carries its own container (no runtime, no model)."""
-    return {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"deploymentMode": "OMENative", "engine": {
-                "minReplicas": 1, "maxReplicas": 1,
-                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                "runner": {"name": "ome-container", "image": "example.invalid/server:1",
-                           "resources": {"requests": {"cpu": "1"}}}}}}
 
 
 async def lease(control_plane: ControlPlane, namespace: str) -> dict[str, Any]:
@@ -70,7 +59,7 @@ async def test_one_leader_reconciles_the_standby_never_writes_and_a_killed_leade
         leader = elected[0]
         standby = second if leader is first else first
 
-        isvc = inference_service("elected", namespace)
+        isvc = inline_service("elected", namespace)
         await control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(isvc))
 
         async def served() -> bool:

@@ -8,9 +8,8 @@ from __future__ import annotations
 import json
 
 from tests.conftest import NodeFactory
-from tests.integration.test_manager import inference_service
 from tests.support.cluster import ControlPlane
-from tests.support.omenative import install_crds, start_controller, stop_controller
+from tests.support.omenative import inline_service, install_crds, start_controller, stop_controller
 from tests.support.wait import wait_for
 
 ESCAPE = """manual escape: kubectl patch inferencereplica stuck-engine -n {ns} --type=merge -p '{{"metadata":{{"finalizers":null}}}}'"""  # noqa: E501
@@ -19,7 +18,7 @@ ESCAPE = """manual escape: kubectl patch inferencereplica stuck-engine -n {ns} -
 async def served_then_pinned(control_plane: ControlPlane, namespace: str) -> str:
     """The InferenceService serves; its pod then gets a finalizer of another controller, so it cannot go."""
     kubectl = control_plane.kubectl
-    await kubectl("apply", "-f", "-", stdin=json.dumps(inference_service("stuck", namespace)))
+    await kubectl("apply", "-f", "-", stdin=json.dumps(inline_service("stuck", namespace)))
     out = await kubectl("wait", "--for=condition=Ready", "inferenceservice/stuck", "-n", namespace, "--timeout=60s",
                         check=False)
     assert out.returncode == 0, out.output
@@ -118,7 +117,7 @@ async def test_a_pod_stuck_on_a_node_that_is_gone_is_force_deleted(control_plane
                                      "--force-delete-overdue-slack", "1s",
                                      "--force-delete-node-unreachable-threshold", "1s", webhook=False)
     try:
-        isvc = inference_service("stranded", namespace)
+        isvc = inline_service("stranded", namespace)
         isvc["spec"]["engine"].update(nodeSelector={"kubernetes.io/hostname": node}, terminationGracePeriodSeconds=1)
         await kubectl("apply", "-f", "-", stdin=json.dumps(isvc))
         out = await kubectl("wait", "--for=condition=Ready", "inferenceservice/stranded", "-n", namespace,

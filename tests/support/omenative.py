@@ -6,9 +6,30 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from tests.support.cluster import REPO, ControlPlane
 from tests.support.controller import ControllerProcess, free_port
+
+TOLERATE_GPU = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def inline_component(low: int = 1, high: int | None = None, *, image: str = "example.invalid/server:1",
+                     ports: tuple[int, ...] = ()) -> dict[str, Any]:
+    """A single-pod OMENative component that carries its own container (no runtime, no model)."""
+    runner: dict[str, Any] = {"name": "ome-container", "image": image, "resources": {"requests": {"cpu": "1"}}}
+    if ports:
+        runner["ports"] = [{"containerPort": port} for port in ports]
+    return {"minReplicas": low, "maxReplicas": low if high is None else high, "tolerations": TOLERATE_GPU,
+            "runner": runner}
+
+
+def inline_service(name: str, namespace: str, **components: dict[str, Any]) -> dict[str, Any]:
+    """An OMENative InferenceService of inline components (by default one engine Instance)."""
+    return {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"deploymentMode": "OMENative", **(components or {"engine": inline_component()})}}
+
 
 # Grace periods shortened through configuration, so the lifecycle paths run in seconds (never by sleeping).
 FAST = ("--stuck-pod-grace-period", "20s", "--unschedulable-grace-period", "2m", "--update-retry-backoff", "5s",

@@ -50,7 +50,7 @@ class Controller:
         self.reconcile = reconcile
         self.workers = workers
         self._tasks: list[asyncio.Task[None]] = []
-        metrics.init_controller_series(name)
+        # Its series at 0 are created by the manager, before the election (a standby shows them too).
         self._active = metrics.active_workers.labels(controller=name)
         self._time = metrics.reconcile_time_seconds.labels(controller=name)
 

@@ -108,15 +108,7 @@ class Cluster:
         self.core = client.CoreV1Api()
 
     def inference_service(self, namespace: str, name: str) -> Obj | None:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            return cast(Obj, self.custom.get_namespaced_custom_object(
-                c.GROUP, c.VERSION, namespace, "inferenceservices", name))
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return self.get_ome("inferenceservices", namespace, name)
 
     def patch_replica(self, namespace: str, name: str, patch: list[Obj], dry_run: bool) -> Obj:
         """A JSON patch of an InferenceReplica (the kubernetes client sends a list body as a JSON patch)."""
@@ -128,18 +120,18 @@ class Cluster:
             c.GROUP, c.VERSION, namespace, "inferencereplicas", name, patch, **kwargs))
 
     def replicas(self, namespace: str, isvc: str) -> list[Obj]:
-        found = cast(Obj, self.custom.list_namespaced_custom_object(
-            c.GROUP, c.VERSION, namespace, "inferencereplicas", label_selector=f"{c.LABEL_ISVC}={isvc}"))
-        return sorted(found.get("items") or [], key=component_order)
+        return sorted(self.list_ome("inferencereplicas", namespace, f"{c.LABEL_ISVC}={isvc}"), key=component_order)
 
-    def pods(self, namespace: str, isvc: str, component: str, index: int) -> list[Obj]:
-        selector = f"{c.LABEL_ISVC}={isvc},{c.LABEL_COMPONENT}={component},{c.LABEL_INSTANCE_INDEX}={index}"
+    def pods_selected(self, namespace: str, selector: str) -> list[Obj]:
         pods = self.core.list_namespaced_pod(namespace, label_selector=selector)
         return [self.core.api_client.sanitize_for_serialization(p) for p in pods.items]
 
+    def pods(self, namespace: str, isvc: str, component: str, index: int) -> list[Obj]:
+        return self.pods_selected(
+            namespace, f"{c.LABEL_ISVC}={isvc},{c.LABEL_COMPONENT}={component},{c.LABEL_INSTANCE_INDEX}={index}")
+
     def service_pods(self, namespace: str, isvc: str) -> list[Obj]:
-        pods = self.core.list_namespaced_pod(namespace, label_selector=f"{c.LABEL_ISVC}={isvc}")
-        return [self.core.api_client.sanitize_for_serialization(p) for p in pods.items]
+        return self.pods_selected(namespace, f"{c.LABEL_ISVC}={isvc}")
 
     def warning_events(self, namespace: str) -> list[Obj]:
         events = self.core.list_namespaced_event(namespace, field_selector="type=Warning")
@@ -268,9 +260,7 @@ def instance_status(cluster: Cluster, namespace: str, isvc: str, index: int, com
                 fields.append(("event", f"Pod/{pod['metadata']['name']} reason={event.get('reason')} "
                                         f"count={event.get('count') or 1}"))
     if output in ("table", "wide"):
-        width = None if output == "wide" else 64
-        print_table([["FIELD", "VALUE"]] + [[k, v if width is None or len(v) <= width else v[: width - 3] + "..."]
-                                           for k, v in fields])
+        print_rows(fields, output == "wide")
     else:
         emit(report, output)
     return 0
@@ -438,8 +428,7 @@ def get(cluster: Cluster, namespace: str, args: argparse.Namespace) -> int:
 def logs_cmd(cluster: Cluster, namespace: str, args: argparse.Namespace) -> int:
     try:
         chosen = logs.selector(args.inferenceservice, args.component, args.instance, args.revision)
-        pods = [cluster.core.api_client.sanitize_for_serialization(p)
-                for p in cluster.core.list_namespaced_pod(namespace, label_selector=chosen).items]
+        pods = cluster.pods_selected(namespace, chosen)
         containers = {p["metadata"]["name"]: logs.container_of(p, args.container) for p in pods}
         options: dict[str, Any] = {}
         if args.tail >= 0:
