@@ -44,6 +44,7 @@ class FieldMeta:
     required: bool = False
     format: str | None = None
     nullable: bool = False
+    max_items: int | None = None
 
 
 def field(
@@ -64,10 +65,11 @@ def field(
     required: bool = False,
     format: str | None = None,
     nullable: bool = False,
+    max_items: int | None = None,
 ) -> Any:
     """Declares a model field. `default` is the schema default the API server applies, not a parse default."""
     meta = FieldMeta(name, doc, enum, default, minimum, maximum, pattern, max_length, list_map_keys, list_type,
-                     map_type, int_or_string, preserve_unknown, required, format, nullable)
+                     map_type, int_or_string, preserve_unknown, required, format, nullable, max_items)
     return attrs.field(default=None, metadata={META_KEY: meta}, kw_only=True)
 
 
@@ -226,7 +228,7 @@ def _type_schema(tp: Any, meta: FieldMeta | None, seen: tuple[type, ...]) -> dic
 
 # FieldMeta attributes copied as they are into a field's OpenAPI schema.
 _VALUE_KEYWORDS = (("default", "default"), ("minimum", "minimum"), ("maximum", "maximum"), ("pattern", "pattern"),
-                   ("max_length", "maxLength"), ("format", "format"))
+                   ("max_length", "maxLength"), ("format", "format"), ("max_items", "maxItems"))
 
 
 def field_schema(meta: FieldMeta, tp: Any, seen: tuple[type, ...] = ()) -> dict[str, Any]:

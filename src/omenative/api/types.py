@@ -217,6 +217,104 @@ class RouterSpec(ComponentSpec):
     config: dict[str, str] | None = field("config", "Settings passed to the router as environment variables.")
 
 
+# --------------------------------------------------------------------------------------------------- rollout
+
+
+@attrs.define(kw_only=True)
+class CanaryPause(Model):
+    """A step's gate: with a duration the step advances that long after its new Instances are ready; empty
+    (`pause: {}`) it waits for a promote."""
+
+    duration: str | None = field("duration", "How long the step waits once its new Instances are ready.",
+                                 pattern=DURATION_PATTERN)
+
+
+@attrs.define(kw_only=True)
+class CanaryStep(Model):
+    """One canary step: how many of each component's Instances run the new revision, and what ends the step."""
+
+    capacity: int | str | None = field(
+        "capacity", "Instances of each component on the new revision: a count, or a percentage of the desired "
+        "Instances (\"25%\"), rounded up. The last step must be \"100%\".", int_or_string=True, required=True)
+    traffic: int | None = field("traffic", "The new revision's weight recorded in status (requests follow "
+                                "capacity, not this weight).", minimum=0, maximum=100, required=True)
+    pause: CanaryPause | None = field("pause", "A timed (duration) or manual (empty) gate.")
+    analysis: JSON | None = field("analysis", "Prometheus checks that gate the step.", preserve_unknown=True)
+
+
+@attrs.define(kw_only=True)
+class GroupCanary(Model):
+    """A canary: steps that move a share of each component's Instances to the new revision."""
+
+    __schema_preserve_unknown__: ClassVar[bool] = True
+    steps: list[CanaryStep] | None = field("steps", "The steps, in order.", max_items=20, required=True)
+    ready_timeout: str | None = field("readyTimeout", "How long a step may wait for its new Instances.",
+                                      pattern=DURATION_PATTERN)
+    scale_down_delay_seconds: int | None = field(
+        "scaleDownDelaySeconds", "The canary completes at least this long after the last step's Instances are "
+        "ready.", minimum=0)
+    prometheus: JSON | None = field("prometheus", "Where analysis queries go.", preserve_unknown=True)
+
+
+@attrs.define(kw_only=True)
+class GroupRollingUpdate(Model):
+    """A rolling update: each component moves within its own budget."""
+
+    max_surge: int | str | None = field("maxSurge", f"Extra Instances per component at once: {INT_OR_PERCENT}. "
+                                        "Defaults to 25%.", int_or_string=True)
+    max_unavailable: int | str | None = field(
+        "maxUnavailable", f"Instances per component out of service at once (strategies other than SurgeThenDrain): "
+        f"{INT_OR_PERCENT}. Defaults to 25%.", int_or_string=True)
+
+
+@attrs.define(kw_only=True)
+class MaintainRatio(Model):
+    """Keeps the group's components in step."""
+
+    tolerance: int | None = field("tolerance", "How far (percent) one component's progress may run ahead of "
+                                  "another's. Defaults to 5.", minimum=0, maximum=100)
+
+
+@attrs.define(kw_only=True)
+class RolloutPolicyRef(Model):
+    """A RolloutPolicy that supplies the group's progression (alpha, off)."""
+
+    name: str | None = field("name", "The RolloutPolicy, in the InferenceService's namespace.")
+    progression: str | None = field("progression", "canary, blueGreen or rollingUpdate.")
+    kind: str | None = field("kind", "RolloutPolicy.")
+
+
+@attrs.define(kw_only=True)
+class RolloutGroup(Model):
+    """Components that roll out as one unit."""
+
+    __schema_preserve_unknown__: ClassVar[bool] = True
+    components: list[str] | None = field("components", "One to three of router, engine and decoder.",
+                                         max_items=3, required=True)
+    order: list[str] | None = field("order", "Not honoured by any progression: admission rejects it.")
+    canary: GroupCanary | None = field("canary", "Canary progression.")
+    blue_green: JSON | None = field("blueGreen", "Blue-green progression (the default; no fields).",
+                                    preserve_unknown=True)
+    rolling_update: GroupRollingUpdate | None = field("rollingUpdate", "Rolling-update progression.")
+    policy_ref: RolloutPolicyRef | None = field("policyRef", "A RolloutPolicy (alpha, off by default).")
+    soak: str | None = field("soak", "In a sequence, how long to wait after this component before the next.",
+                             pattern=DURATION_PATTERN)
+    maintain_ratio: MaintainRatio | None = field("maintainRatio", "Keep the components in step.")
+
+
+@attrs.define(kw_only=True)
+class RolloutSpec(Model):
+    """How changes roll out across the InferenceService's OMENative components."""
+
+    __schema_preserve_unknown__: ClassVar[bool] = True
+    groups: list[RolloutGroup] | None = field("groups", "Up to three rollout groups.", max_items=3)
+    group_ordering: str | None = field("groupOrdering", "Sequential (default) admits one group or a sequence; "
+                                       "Concurrent declares the groups independent.",
+                                       enum=("Sequential", "Concurrent"))
+    pairing_protocol: str | None = field("pairingProtocol", "Token of the engine-decoder wire protocol.",
+                                         max_length=63, pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
 @attrs.define(kw_only=True)
 class InferenceServiceSpec(Model):
     """What to serve and how: the model, the runtime and the components."""
@@ -230,6 +328,7 @@ class InferenceServiceSpec(Model):
     engine: EngineSpec | None = field("engine", "The engine component.")
     decoder: EngineSpec | None = field("decoder", "The decoder component (prefill-decode serving).")
     router: RouterSpec | None = field("router", "The router component.")
+    rollout: RolloutSpec | None = field("rollout", "Rollout groups, their progressions and the pairing protocol.")
 
 
 @attrs.define(kw_only=True)
@@ -439,6 +538,18 @@ class Runner(Model):
 
 
 @attrs.define(kw_only=True)
+class Pacing(Model):
+    """How a rollout group paces one component."""
+
+    partition: int | None = field("partition", "Instances kept on their current revision (the lowest indexes).",
+                                  minimum=0)
+    max_unavailable: int | str | None = field("maxUnavailable", f"Instances moving at once: {INT_OR_PERCENT}.",
+                                              int_or_string=True)
+    rollback_to_revision: str | None = field("rollbackToRevision", "Move every Instance back to this revision "
+                                             "(its hash): a canary rollback.")
+
+
+@attrs.define(kw_only=True)
 class InferenceReplicaSpec(Model):
     """Desired state of one component's Instances. Written by omenative from the InferenceService; change the
     InferenceService instead."""
@@ -460,6 +571,8 @@ class InferenceReplicaSpec(Model):
                                          list_map_keys=("name",))
     lifecycle: LifecycleSpec | None = field("lifecycle", "Effective lifecycle policies.")
     autoscaler: ComponentAutoscaler | None = field("autoscaler", "Effective autoscaler.")
+    pacing: Pacing | None = field("pacing", "Pacing set by the InferenceService's rollout group; absent, the "
+                                  "component rolls out on its own.")
     paused: bool | None = field("paused", "Stop creating and updating Instances.")
     pause_mode: str | None = field("pauseMode", "Recover (default) keeps repairing; Freeze stops repairs too.",
                                    enum=("Recover", "Freeze"))

@@ -70,6 +70,8 @@ class InferenceReplicaController:
         isvc = (spec.get("parentRef") or {}).get("name") or name
         component = spec.get("component") or c.ENGINE
         revision = ctx.revisions.of(ir)
+        # A canary rollback moves every Instance back to the stable revision, rendered from its ControllerRevision.
+        target = self.rollback_target(ir, isvc, component, revision)
         # Everything the plan reads is taken from the caches here, before any await, so it is one moment's view.
         pods: dict[int, list[PodFacts]] = {}
         for pod in ctx.by_index(PODS, BY_REPLICA, key):
@@ -78,7 +80,7 @@ class InferenceReplicaController:
             if index is not None and index.isdigit():
                 pods.setdefault(int(index), []).append(facts)
         old_status: Obj = ir.get("status") or {}
-        view = self.view(ir, isvc, component, revision, runners, pods, deleting)
+        view = self.view(ir, isvc, component, target, runners, pods, deleting)
         result = planner.plan(view)
         if not deleting:
             await self._ensure_revision(ir, isvc, component, revision, runners)
@@ -95,7 +97,7 @@ class InferenceReplicaController:
             "updatedReplicas": result.counts.updated,
             "updatedReadyReplicas": result.counts.updated_ready,
             "currentRevision": naming.revision_name(isvc, component, result.current_revision),
-            "updateRevision": naming.revision_name(isvc, component, revision),
+            "updateRevision": naming.revision_name(isvc, component, target),
             "labelSelector": label_selector(isvc, component),
             "conditions": settle([cond.to_dict() for cond in result.conditions], old_status.get("conditions")),
             **encode_rows(result.rows),
@@ -136,6 +138,18 @@ class InferenceReplicaController:
             return Result(requeue_after=min(teardown.requeue_after or math.inf, wake.requeue_after or math.inf))
         return wake
 
+    def rollback_target(self, ir: Obj, isvc: str, component: str, revision: str) -> str:
+        """The revision to roll out: the spec's, or the one `spec.pacing.rollbackToRevision` names while its
+        ControllerRevision exists (without it the Instances could not be rendered)."""
+        back = ((ir.get("spec") or {}).get("pacing") or {}).get("rollbackToRevision")
+        if not back or back == revision:
+            return revision
+        name = naming.revision_name(isvc, component, back)
+        if self.ctx.get(CONTROLLER_REVISIONS, ir["metadata"]["namespace"], name) is None:
+            log.warning("rollback revision has no ControllerRevision; rolling out the spec's", revision=name)
+            return revision
+        return str(back)
+
     def view(self, ir: Obj, isvc: str, component: str, revision: str, runners: list[Obj],
              pods: dict[int, list[PodFacts]], deleting: bool) -> planner.ReplicaView:
         ctx = self.ctx
@@ -147,6 +161,8 @@ class InferenceReplicaController:
         rolling = strategy.get("rollingUpdate") or {}
         multi = any(r.get("name") == c.RUNNER_LEADER for r in runners)
         hold = status.get("rolloutHold")
+        pacing: Obj = spec.get("pacing") or {}
+        paused = bool(spec.get("paused"))
         return planner.ReplicaView(
             component=component,
             replicas=desired_instances(ir),
@@ -175,6 +191,10 @@ class InferenceReplicaController:
             reset_request=annotations.get(requests.RESET_ANNOTATION),
             release_request=annotations.get(requests.RELEASE_ANNOTATION),
             who=f"InferenceReplica {meta['namespace']}/{meta['name']} component={component}",
+            partition=int(pacing.get("partition") or 0),
+            pacing_budget=pacing.get("maxUnavailable"),
+            paused=paused,
+            freeze=paused and spec.get("pauseMode") == "Freeze",
         )
 
     async def _consume(self, ir: Obj, annotation: str) -> None:

@@ -39,6 +39,7 @@ CREATING, READY, RESTARTING, PENDING, FAILED, DELETING, UPDATING = (
     "Creating", "Ready", "Restarting", "Pending", "Failed", "Deleting", "Updating")
 RETRY_MAX_SECONDS = 600.0
 UNSCHEDULABLE = "Unschedulable"  # an operation's `waiting`: the scheduler cannot place a pod (the clock stops)
+PAUSED = "Paused"  # an operation's `waiting`: the InferenceService's rollout is paused (the clock stops)
 ALL_POD_READY = "AllPodReady"
 
 
@@ -77,6 +78,11 @@ class ReplicaView:
     reset_request: str | None = None
     release_request: str | None = None
     who: str = ""  # "InferenceReplica {namespace}/{name} component={component}", for the requests' events
+    # Set by the InferenceService's rollout group (spec.pacing) and its pause (spec.paused, spec.pauseMode).
+    partition: int = 0  # outdated Instances kept on their revision, the lowest indexes
+    pacing_budget: int | str | None = None  # Instances moving at once, on top of the strategy's own budget
+    paused: bool = False  # no update, create or rebuild starts; a surge does not drain its source; clocks stop
+    freeze: bool = False  # paused, and no repair starts either
 
     def revision_name(self, revision: str | None) -> str:
         return f"{self.revision_prefix}{revision or ''}"
@@ -261,6 +267,16 @@ class _Planner:
         now = self.view.now
         if facts.serving():
             return None  # an Instance serving at full count is never failed
+        op = row.operation
+        if self.view.paused and op is not None:
+            # A pause stops the readiness deadline; it restarts in full on resume (below), as Unschedulable does.
+            if op.waiting == PAUSED and op.deadline is None:
+                return None
+            return attrs.evolve(row, operation=attrs.evolve(op, waiting=PAUSED, deadline=None))
+        if op is not None and op.waiting == PAUSED:
+            timeout = self.view.ready_timeout
+            return attrs.evolve(row, operation=attrs.evolve(
+                op, waiting=None, deadline=format_time(now + timeout) if timeout else None))
         stuck = self.wedged(facts)
         if stuck is not None:
             message, failure = stuck
@@ -269,7 +285,6 @@ class _Planner:
         if refused is not None:
             message = f"pod {refused.name} unschedulable: {refused.unschedulable_message or 'no node fits'}"
             return self.fail(row, _failure(refused, None, "Unschedulable", None, message, now), message)
-        op = row.operation
         if op is not None and any(p.unschedulable_since is not None for p in facts.pods):
             if op.waiting == UNSCHEDULABLE and op.deadline is None:
                 return None
@@ -327,7 +342,9 @@ class _Planner:
     def step_ready(self, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus:
         view, now = self.view, self.view.now
         stuck = self.wedged(facts)  # asked even when another cause wins: it also schedules the next look
-        if view.restart_policy == RECREATE:
+        if view.freeze:
+            stuck = None  # a frozen rollout starts no repair (the kubelet still restarts containers)
+        if view.restart_policy == RECREATE and not view.freeze:
             cause = self.restart_cause(row, facts)
             if cause is not None:
                 return self.restart(row, *cause)  # restarts the policy starts wait for no budget
@@ -341,6 +358,8 @@ class _Planner:
         if view.restart_policy != RECREATE and facts.present < facts.desired:
             if facts.present == 0:
                 return attrs.evolve(row, phase=PENDING)
+            if view.paused:
+                return row  # a lost pod is replaced once the pause ends
             lost = [p.name for p in facts.ended] or [f"{facts.desired - facts.present} missing"]
             return attrs.evolve(row, phase=CREATING, operation=_operation(
                 "Create", "CreatePods", now, view.ready_timeout, row.target_revision or view.update_revision,
@@ -372,6 +391,8 @@ class _Planner:
         view, now = self.view, self.view.now
         if self.settled(facts):
             return self.ready(row, facts, restarted=False)
+        if view.paused:
+            return row  # a rebuild is a create: it waits for the resume
         if requests.waiting_for_rebuild(row):
             return self.rebuild(row, "reset at operator request") or row
         op = row.operation
@@ -397,7 +418,7 @@ class _Planner:
             return self.check_drain(row, facts)
         if phase == UPDATING and row.operation is not None and row.operation.step == "Surge":
             return row  # a surge source: settled with its replacement in `settle_surges`
-        if phase == CREATING and row.target_revision != view.update_revision and \
+        if phase == CREATING and row.target_revision != view.update_revision and not view.paused and \
                 (row.operation is None or row.operation.type == "Create") and not facts.any_serving():
             # Not up yet and already outdated: start it over on the new revision.
             return attrs.evolve(row, incarnation=(row.incarnation or 1) + 1, target_revision=view.update_revision,
@@ -411,7 +432,7 @@ class _Planner:
             return self.check_failure(row, facts) or row
         if phase == READY:
             return self.step_ready(row, facts)
-        if phase == PENDING:
+        if phase == PENDING and not view.paused:
             return attrs.evolve(row, phase=CREATING, operation=_operation(
                 "Create", "CreatePods", now, view.ready_timeout, row.target_revision or view.update_revision,
                 "pods lost"))
@@ -455,6 +476,8 @@ class _Planner:
             if source.phase != UPDATING or op is None or op.step != "Surge" or op.surge_index is None:
                 continue
             target = rows.get(op.surge_index)
+            if target is not None and target.phase == READY and self.view.paused:
+                continue  # paused: old and new pods run side by side until the resume
             if target is not None and target.phase == READY:
                 self.event("Normal", "InstanceReplaced", f"{self.prefix(source)} replaced by instance="
                                                          f"{target.index} (revision={target.target_revision})")
@@ -515,9 +538,14 @@ class _Planner:
         view, now = self.view, self.view.now
         outdated = [r for r in sorted(rows.values(), key=lambda r: r.index or 0)
                     if r.phase == READY and (r.target_revision or r.running_revision) != view.update_revision]
+        if view.paused:
+            return  # no update starts while the rollout is paused
+        # The rollout group's partition keeps the lowest-indexed outdated Instances on their revision.
+        outdated = outdated[max(view.partition, 0):]
         if not outdated:
             return
         desired = max(view.replicas, 1)
+        group_budget = _budget(view.pacing_budget, desired)
         if view.update_strategy == IN_PLACE_ONLY:
             for row in outdated:
                 marker = f"InPlaceUpdateNotPossible@{view.update_revision}"
@@ -539,6 +567,8 @@ class _Planner:
         one_at_a_time = self.blocks.state(name) is not None  # a block lets one attempt run at a time
         if view.update_strategy == SURGE_THEN_DRAIN:
             budget = _budget(view.max_surge, desired)
+            if group_budget is not None:
+                budget = group_budget if budget is None else min(budget, group_budget)
             used, named = self.surge_slots_held(rows)
             room = len(outdated) if budget is None else budget - used
             if room <= 0:
@@ -569,6 +599,8 @@ class _Planner:
             return
         # RecreatePod (and InPlaceIfPossible, which omenative carries out by recreating): paced by maxUnavailable.
         budget = _budget(view.max_unavailable, desired)
+        if group_budget is not None:
+            budget = group_budget if budget is None else min(budget, group_budget)
         room = len(outdated) if budget is None else budget - self.out_of_service
         if room <= 0:
             self.held("Budget", f"per-Component unavailability budget {budget} exhausted "
@@ -618,6 +650,14 @@ def _ready_condition(view: ReplicaView, rows: list[InstanceStatus], counts_: Cou
         return Condition(type="Ready", status="False", reason="InstanceFailed",
                          message="At least one Instance has Phase=Failed", last_transition_time=now)
     live = [r for r in rows if r.phase != DELETING]
+    held = [r for r in live if r.running_revision and r.running_revision != view.update_revision]
+    if view.partition > 0 and held and len(held) <= view.partition and len(live) >= view.replicas and \
+            not any(r.phase != READY for r in live):
+        # The rollout group holds these on the prior revision (a canary step), and every other one has moved.
+        return Condition(type="Ready", status="True", reason="Staged",
+                         message=f"Staged at partition {view.partition}: {counts_.updated}/{len(live)} Instances on "
+                                 f"{view.revision_name(view.update_revision)}, {len(held)} held on the prior "
+                                 "revision", last_transition_time=now)
     if any(r.phase == UPDATING or (r.running_revision and r.running_revision != view.update_revision) for r in live):
         return Condition(type="Ready", status="Unknown", reason="RolloutInProgress",
                          message=f"Rolling out {view.revision_name(view.update_revision)} ({counts_.updated}/"
@@ -738,6 +778,8 @@ def plan(view: ReplicaView) -> ReplicaPlan:
                if r.phase == UPDATING and r.operation is not None and r.operation.surge_index is not None}
     active = [r for r in next_rows.values() if r.phase != DELETING and r.index not in targets]
     missing = (0 if view.deleting else view.replicas) - len(active)
+    if view.paused and missing > 0:
+        missing = 0  # no new Instance starts while the rollout is paused (scale-down goes ahead)
     # Slow start (the ReplicaSet controller's): Instances still waiting for their pods to be created hold back the
     # next ones, and the batch doubles as pods appear, so a refused create (quota, an admission webhook) stalls a
     # handful of Instances instead of thousands. Fleets up to SLOW_START_INITIAL Instances start at once.
