@@ -260,6 +260,18 @@ class _Planner:
                                                   message=message[:512],
                                                   last_transition_time=format_time(self.view.now))])
 
+    def stop_clock(self, row: InstanceStatus, op: InstanceOperation, waiting: str) -> InstanceStatus | None:
+        """The operation waits on `waiting` with no deadline (None when it already does)."""
+        if op.waiting == waiting and op.deadline is None:
+            return None
+        return attrs.evolve(row, operation=attrs.evolve(op, waiting=waiting, deadline=None))
+
+    def restart_clock(self, row: InstanceStatus, op: InstanceOperation) -> InstanceStatus:
+        """The wait is over: the operation gets a full readiness window again."""
+        timeout = self.view.ready_timeout
+        return attrs.evolve(row, operation=attrs.evolve(
+            op, waiting=None, deadline=format_time(self.view.now + timeout) if timeout else None))
+
     def check_failure(self, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus | None:
         """Fails an Instance that is being created, restarted or updated when it cannot finish. While the scheduler
         cannot place a pod, the operation waits with its clock stopped (`waiting: Unschedulable`, no deadline);
@@ -269,14 +281,9 @@ class _Planner:
             return None  # an Instance serving at full count is never failed
         op = row.operation
         if self.view.paused and op is not None:
-            # A pause stops the readiness deadline; it restarts in full on resume (below), as Unschedulable does.
-            if op.waiting == PAUSED and op.deadline is None:
-                return None
-            return attrs.evolve(row, operation=attrs.evolve(op, waiting=PAUSED, deadline=None))
+            return self.stop_clock(row, op, PAUSED)  # a pause stops the readiness deadline too
         if op is not None and op.waiting == PAUSED:
-            timeout = self.view.ready_timeout
-            return attrs.evolve(row, operation=attrs.evolve(
-                op, waiting=None, deadline=format_time(now + timeout) if timeout else None))
+            return self.restart_clock(row, op)
         stuck = self.wedged(facts)
         if stuck is not None:
             message, failure = stuck
@@ -286,13 +293,9 @@ class _Planner:
             message = f"pod {refused.name} unschedulable: {refused.unschedulable_message or 'no node fits'}"
             return self.fail(row, _failure(refused, None, "Unschedulable", None, message, now), message)
         if op is not None and any(p.unschedulable_since is not None for p in facts.pods):
-            if op.waiting == UNSCHEDULABLE and op.deadline is None:
-                return None
-            return attrs.evolve(row, operation=attrs.evolve(op, waiting=UNSCHEDULABLE, deadline=None))
+            return self.stop_clock(row, op, UNSCHEDULABLE)
         if op is not None and op.waiting == UNSCHEDULABLE:
-            timeout = self.view.ready_timeout
-            return attrs.evolve(row, operation=attrs.evolve(
-                op, waiting=None, deadline=format_time(now + timeout) if timeout else None))
+            return self.restart_clock(row, op)
         deadline = parse_time(op.deadline) if op else None
         if deadline is not None:
             if now >= deadline:
