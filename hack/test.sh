@@ -32,6 +32,8 @@ log "control-plane binaries"
 source "$here/realnode/lib.sh"
 if reason=$(realnode_supported); then
   "$here/build-binaries.sh" --real-node || exit 1
+  # Installed before any test runs: the real-node tests read the host's state (nft, iptables) before `up`.
+  ensure_packages || exit 1
 else
   log "this machine cannot run a real node ($reason): the real-node tests will be skipped"
   "$here/build-binaries.sh" || exit 1

@@ -33,6 +33,8 @@ CONFIG_FLAGS = (
      "force-delete escalation: how long the pod's node must have looked dead"),
     ("--status-batch-period", "status_batch_period",
      "routine pod progress reaches an InferenceReplica's status in batches this long (failures at once; 0: off)"),
+    ("--rollout-ready-timeout", "rollout_ready_timeout",
+     "how long a canary step may wait for its new Instances when the service sets no readyTimeout (empty: no limit)"),
     ("--gang-schedule-timeout-min", "gang_schedule_timeout_min", "lower clamp of PodGroup scheduleTimeoutSeconds"),
     ("--gang-schedule-timeout-max", "gang_schedule_timeout_max", "upper clamp of PodGroup scheduleTimeoutSeconds"),
 )

@@ -41,5 +41,10 @@ class ControllerConfig:
     status_batch_period: str | None = "500ms"
     # PodDisruptionBudget when the component sets neither minAvailable nor maxUnavailable.
     pdb_max_unavailable: int | str = 1
+    # Rollout groups (OME's ome.controller.coordination / ome.controller.rollout): the maintainRatio tolerance
+    # when a group sets none, and how long a canary step may wait for its new Instances when neither the
+    # ome.io/rollout-ready-timeout annotation nor the group's readyTimeout says (None: no limit).
+    rollout_ratio_tolerance: int = 5
+    rollout_ready_timeout: str | None = "15m"
     # Also run components that declare no deployment mode at all (they would be RawDeployment).
     claim_unmoded: bool = False

@@ -60,6 +60,7 @@ class TemplateContext:
     runtime_name: str | None = None
     runtime_scheduler: str | None = None
     model: ModelInfo | None = None
+    pairing_protocol: str | None = None  # spec.rollout.pairingProtocol, on the engine's and decoder's pods
 
 
 def pod_fields(part: JSONDict) -> JSONDict:
@@ -175,6 +176,8 @@ def _template(ctx: TemplateContext, component: JSONDict, part: JSONDict | None, 
                    c.LABEL_APP: naming.replica_name(ctx.isvc, ctx.component)[:63].rstrip("-")})
     if ctx.runtime_name:
         labels[c.LABEL_SERVING_RUNTIME] = ctx.runtime_name[:63]
+    if ctx.pairing_protocol and ctx.component in (c.ENGINE, c.DECODER):
+        labels[c.LABEL_PAIRING_PROTOCOL] = ctx.pairing_protocol
     if ctx.model is not None:
         labels[c.LABEL_BASE_MODEL_NAME] = ctx.model.name[:63]
         labels[c.LABEL_BASE_MODEL_TYPE] = "Serving"

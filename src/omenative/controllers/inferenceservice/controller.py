@@ -10,21 +10,24 @@ from typing import Any
 import structlog
 
 from omenative.api import constants as c
+from omenative.api import naming
 from omenative.api.modes import declared_components
+from omenative.api.readiness import desired_instances
 from omenative.api.selection import Candidate, no_runtime_message, select_runtime
 from omenative.api.types import BaseModelSpec
 from omenative.api.validation import Context as Admission
 from omenative.api.validation import validate_inference_service
-from omenative.controllers.context import BY_ISVC, Context
-from omenative.controllers.inferenceservice import desired
+from omenative.controllers.context import BY_ISVC, Context, current_revision
+from omenative.controllers.inferenceservice import desired, rollout
 from omenative.controllers.inferenceservice.status import build_status
 from omenative.kube.cache import NAMESPACE_INDEX
-from omenative.kube.client import ApiError
+from omenative.kube.client import JSON_PATCH, ApiError
 from omenative.kube.controller import Result, split_key
 from omenative.kube.expectations import expected
 from omenative.kube.gather import gather_all
 from omenative.kube.resources import (
     CLUSTER_SERVING_RUNTIMES,
+    CONTROLLER_REVISIONS,
     HPAS,
     INFERENCE_REPLICAS,
     INFERENCE_SERVICES,
@@ -56,6 +59,28 @@ REFUSED_RETRY_SECONDS = 30.0
 def creations_key(namespace: str, isvc: str) -> str:
     """The expectations key of the InferenceReplicas an InferenceService creates (observed by the replica cache)."""
     return f"isvc:{namespace}/{isvc}"
+def rollout_key(key: str) -> str:
+    """The write-expectations key of an InferenceService's status, whose rollout state the next plan reads."""
+    return f"isvc-rollout:{key}"
+
+
+def rollout_changed(old: Obj, outcome: rollout.Outcome) -> bool:
+    """The rollout's remembered state differs from what the status holds."""
+    if any(old.get(k) != outcome.status.get(k) for k in ("rollout", "rolloutCoordination")):
+        return True
+    components: Obj = old.get("components") or {}
+    return any((components.get(name) or {}).get(k) != fields.get(k)
+               for name, fields in outcome.components.items() for k in fields)
+
+
+def pairing_of(runners: list[Obj]) -> str | None:
+    for runner in runners:
+        labels = ((runner.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        if c.LABEL_PAIRING_PROTOCOL in labels:
+            return str(labels[c.LABEL_PAIRING_PROTOCOL])
+    return None
+
+
 OWNED = (INFERENCE_REPLICAS, SERVICES, HPAS, PDBS, SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS, PODMONITORS)
 
 
@@ -119,7 +144,12 @@ class InferenceServiceController:
         namespace, name = split_key(key)
         isvc = ctx.get(INFERENCE_SERVICES, namespace, name)
         if isvc is None or isvc["metadata"].get("deletionTimestamp"):
+            ctx.written.forget(rollout_key(key))
             return None  # everything it created goes with it (owner references)
+        if not ctx.written.caught_up(rollout_key(key), isvc["metadata"].get("resourceVersion")):
+            # The rollout's state (a canary's step, a pinned run) is in the status we last wrote: planning from an
+            # older one would repeat a step. Its watch event brings us back.
+            return None
         model, model_problem = self.resolve_model(isvc)
         runtime, runtime_problem = self.resolve_runtime(isvc, model)
         problems = [p for p in (runtime_problem, model_problem) if p is not None]
@@ -133,6 +163,18 @@ class InferenceServiceController:
         if findings.errors:
             problems.append(("InvalidSpec", "; ".join(findings.errors)))
         refused: list[tuple[str, str, str]] = []
+        outcome = self.plan_rollout(isvc, plan) if not problems else None
+        if outcome is not None:
+            plan = desired.with_rollout(plan, outcome)
+            if rollout_changed(isvc.get("status") or {}, outcome):
+                # What the rollout decided is stored before anything acts on it, so a crash in between repeats
+                # the same decision instead of a second step.
+                replicas = {part.name: ctx.get(INFERENCE_REPLICAS, namespace, part.replica["metadata"]["name"])
+                            for part in plan.components}
+                first = build_status(isvc, plan, replicas, problems, format_time(ctx.wall_clock()),
+                                     rollout=outcome)
+                written = await ctx.applier.apply_status(INFERENCE_SERVICES, name, namespace, first)
+                ctx.written.wrote(rollout_key(key), (written or {}).get("metadata", {}).get("resourceVersion"))
         if not problems:
             # Components and their children are independent writes: made together, they cost one round trip.
             writes = [self.apply_component(isvc, part, refused) for part in plan.components]
@@ -142,15 +184,86 @@ class InferenceServiceController:
             await self.clean_up(isvc, plan)
         replicas = {part.name: ctx.get(INFERENCE_REPLICAS, namespace, part.replica["metadata"]["name"])
                     for part in plan.components}
-        status = build_status(isvc, plan, replicas, problems, format_time(ctx.wall_clock()), refused=refused)
-        await ctx.applier.apply_status(INFERENCE_SERVICES, name, namespace, status)
+        status = build_status(isvc, plan, replicas, problems, format_time(ctx.wall_clock()), refused=refused,
+                              rollout=outcome)
+        written = await ctx.applier.apply_status(INFERENCE_SERVICES, name, namespace, status)
+        if outcome is not None:
+            version = (written or {}).get("metadata", {}).get("resourceVersion")
+            if version and version != isvc["metadata"].get("resourceVersion"):
+                ctx.written.wrote(rollout_key(key), version)
+            for kind, reason, message in outcome.events:
+                ctx.events.event(isvc, kind, reason, message)
+            for annotation in outcome.consume:  # answered in the status just written
+                await self.consume(isvc, annotation)
         if refused:
             kind, child, message = refused[0]
             ctx.events.event(isvc, "Warning", "ComponentReconcileError",
                              f"the API server refused {kind} {child}: {message}")
             # Nothing watched tells when a quota is raised or a webhook changes its mind: look again, bounded.
             return Result(requeue_after=REFUSED_RETRY_SECONDS)
+        if outcome is not None and outcome.wake_in is not None:
+            return Result(requeue_after=outcome.wake_in + 0.5)  # a soak or a timed canary gate ends
         return None
+
+    # -- rollout
+    def plan_rollout(self, isvc: Obj, plan: desired.Plan) -> rollout.Outcome | None:
+        """The rollout groups' and the pause's directives for every component; None when the InferenceService
+        has neither (its components roll out on their own, unpaced)."""
+        spec: Obj = isvc.get("spec") or {}
+        annotations: dict[str, str] = isvc["metadata"].get("annotations") or {}
+        groups = [g for g in ((spec.get("rollout") or {}).get("groups") or []) if isinstance(g, dict)]
+        previous = isvc.get("status") or {}
+        if not groups and rollout.PAUSED_ANNOTATION not in annotations and not previous.get("rollout") and \
+                not previous.get("rolloutCoordination"):
+            return None
+        members = {part.name: self.member(isvc, part) for part in plan.components}
+        return rollout.plan(rollout.Inputs(groups=groups, members=members, annotations=annotations,
+                                           previous=previous, now=self.ctx.wall_clock(),
+                                           default_tolerance=self.ctx.config.rollout_ratio_tolerance,
+                                           default_ready_timeout=self.ctx.config.rollout_ready_timeout),
+                            isvc["metadata"]["name"])
+
+    def member(self, isvc: Obj, part: desired.ComponentPlan) -> rollout.Member:
+        ctx = self.ctx
+        meta = isvc["metadata"]
+        ir = ctx.get(INFERENCE_REPLICAS, meta["namespace"], part.replica["metadata"]["name"])
+        status: Obj = (ir or {}).get("status") or {}
+        target = current_revision({"spec": part.replica["spec"], "status": status})
+        prefix = naming.revision_name(meta["name"], part.name, "")
+        current = str(status.get("currentRevision") or "")
+        rows = [r for r in ctx.rows.of(ir).values() if r.phase != "Deleting"] if ir is not None else []
+        stable = current[len(prefix):] if current.startswith(prefix) and rows else None
+        revisions = tuple(((r.target_revision or r.running_revision or ""),
+                           r.phase == "Ready" and r.running_revision == (r.target_revision or r.running_revision),
+                           r.phase == "Failed") for r in rows)
+        strategy = ((part.component.get("lifecycle") or {}).get("updateStrategy") or {}).get("type")
+        return rollout.Member(
+            name=part.name, desired=desired_instances(ir) if ir is not None else part.min_replicas, target=target,
+            stable=stable, revisions=revisions, strategy=strategy or rollout.SURGE_THEN_DRAIN,
+            pairing=pairing_of(part.runners), stable_pairing=self.revision_pairing(meta, part.name, stable))
+
+    def revision_pairing(self, meta: Obj, component: str, revision: str | None) -> str | None:
+        """The pairing token a revision's pods carry, from its ControllerRevision."""
+        if not revision:
+            return None
+        found = self.ctx.get(CONTROLLER_REVISIONS, meta["namespace"],
+                             naming.revision_name(meta["name"], component, revision))
+        return pairing_of(((found or {}).get("data") or {}).get("runners") or [])
+
+    async def consume(self, isvc: Obj, annotation: str) -> None:
+        """Removes an answered request unless it was replaced meanwhile (a newer request is answered next)."""
+        meta = isvc["metadata"]
+        value = (meta.get("annotations") or {}).get(annotation)
+        if value is None:
+            return
+        path = "/metadata/annotations/" + annotation.replace("~", "~0").replace("/", "~1")
+        patch = [{"op": "test", "path": path, "value": value}, {"op": "remove", "path": path}]
+        try:
+            await self.ctx.client.patch(INFERENCE_SERVICES, meta["name"], patch, meta["namespace"],
+                                        content_type=JSON_PATCH)
+        except ApiError as exc:
+            if not (exc.not_found or exc.status == 422):
+                raise
 
     async def write(self, refused: list[tuple[str, str, str]], request: Awaitable[Any], obj: Obj) -> Any:
         """Makes one write and returns its result; a refusal that retrying as is cannot fix (a quota, a webhook,

@@ -99,7 +99,8 @@ def build(inputs: Inputs, *, claim_unmoded: bool = False) -> Plan:
                               isvc_labels=dict(meta.get("labels") or {}),
                               runtime_name=inputs.runtime.name if inputs.runtime else None,
                               runtime_scheduler=runtime_spec.get("schedulerName"),
-                              model=inputs.model if comp != c.ROUTER else None)
+                              model=inputs.model if comp != c.ROUTER else None,
+                              pairing_protocol=(spec.get("rollout") or {}).get("pairingProtocol"))
         runner_list = runners(ctx, component)
         ports = serving_ports(runner_list)
         low, high = component["minReplicas"], component["maxReplicas"]
@@ -135,3 +136,22 @@ def build(inputs: Inputs, *, claim_unmoded: bool = False) -> Plan:
     entry = objects.entry_service(isvc=name, namespace=namespace, owner=owner, target=target.name,
                                   ports=target.ports, multi_pod=target.multi_pod) if target else None
     return Plan(components=plans, entry=entry, skipped=skipped)
+
+
+def with_rollout(plan: Plan, outcome: Any) -> Plan:
+    """The plan with the rollout's directives (a `rollout.Outcome`) in each InferenceReplica's spec: its pacing and
+    the pause. A component without a directive gets neither, so a finished rollout leaves nothing behind."""
+    parts = []
+    for part in plan.components:
+        directive = outcome.directives.get(part.name)
+        spec = {k: v for k, v in part.replica["spec"].items() if k not in ("pacing", "paused", "pauseMode")}
+        if directive is not None:
+            pacing = directive.pacing()
+            if pacing:
+                spec["pacing"] = pacing
+            if directive.paused:
+                spec["paused"] = True
+                if directive.freeze:
+                    spec["pauseMode"] = "Freeze"
+        parts.append(attrs.evolve(part, replica={**part.replica, "spec": spec}))
+    return attrs.evolve(plan, components=parts)

@@ -62,10 +62,19 @@ def component_condition(name: str, replica: Obj | None, max_unavailable: Any, no
     return condition(kind, ok, reason, message, now)
 
 
+def rollout_hold(old_lifecycle: Obj, gate: str, reason: str, target: str, now: str) -> Obj:
+    """A rollout group's hold on a component; `since` is kept while the gate and target stay."""
+    old = old_lifecycle.get("rolloutHold") or {}
+    since = old.get("since") if old.get("gate") == gate and old.get("target") == target and old.get("since") \
+        else now
+    return {"gate": gate, "reason": reason, "target": target, "since": since}
+
+
 def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], problems: list[tuple[str, str]],
                  now: str, cluster_domain: str = "cluster.local",
-                 refused: list[tuple[str, str, str]] | None = None) -> Obj:
-    """`refused`: the children the API server would not write, as (kind, name, the API's message)."""
+                 refused: list[tuple[str, str, str]] | None = None, rollout: Any = None) -> Obj:
+    """`refused`: the children the API server would not write, as (kind, name, the API's message); `rollout`: the
+    rollout groups' outcome (`rollout.Outcome`), whose holds, canary state and conditions the status carries."""
     meta = isvc["metadata"]
     name, namespace, generation = meta["name"], meta["namespace"], meta.get("generation")
     old: Obj = isvc.get("status") or {}
@@ -80,10 +89,17 @@ def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], 
         lifecycle = {k: status[k] for k in LIFECYCLE_FIELDS if k in status}
         lifecycle["conditions"] = list(status.get("conditions") or [])
         replica_name = part.replica["metadata"]["name"]
+        directive = rollout.directives.get(part.name) if rollout is not None else None
+        if directive is not None and directive.hold is not None:
+            old_lifecycle = ((old.get("components") or {}).get(part.name) or {}).get("lifecycle") or {}
+            target = str(status.get("updateRevision") or replica_name)
+            gate, reason = directive.hold
+            lifecycle["rolloutHold"] = rollout_hold(old_lifecycle, gate, reason, target, now)
         components[part.name] = {
             "lifecycle": lifecycle,
             "url": service_url(replica_name, namespace, part.ports[0]["port"], cluster_domain),
             "scaleTargetRef": {"apiVersion": c.API_VERSION, "kind": "InferenceReplica", "name": replica_name},
+            **(rollout.components.get(part.name) or {} if rollout is not None else {}),
         }
     conditions.append(condition("IngressReady", True, "IngressDisabled",
                                 "ingress creation is disabled; the Service " + name + " fronts the InferenceService",
@@ -96,6 +112,8 @@ def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], 
     else:
         conditions.append(condition("Reconciled", True, "Reconciled", "every object of the InferenceService is "
                                     "written", now))
+    for kind, ok, reason, message in (rollout.conditions if rollout is not None else []):
+        conditions.append(condition(kind, ok, reason, message, now))
     if problems:
         reason, message = problems[0]
         conditions.append(condition("Ready", False, reason, message, now))
@@ -117,6 +135,8 @@ def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], 
         out["observedGeneration"] = observed
     if components:
         out["components"] = components
+    if rollout is not None:
+        out.update(rollout.status)
     if plan is not None and plan.entry is not None:
         url = service_url(name, namespace, plan.entry["spec"]["ports"][0]["port"], cluster_domain)
         out["url"] = url

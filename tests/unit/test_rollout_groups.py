@@ -1,0 +1,319 @@
+"""The rollout groups' planner (controllers/inferenceservice/rollout.py), table-tested against the examples of OME's
+rollout pages: blue-green, the pairing gate, rolling update with maintainRatio, a sequence with soak, canaries with
+manual and timed gates, promote, rollback and the ready timeout, and the pause."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from omenative.controllers.inferenceservice import rollout as r
+
+OLD, NEW = "aaaa1111", "bbbb2222"
+NOW = 1_000_000.0
+
+
+def member(name: str, desired: int, *, new: int = 0, new_ready: int | None = None, failed: int = 0,
+           target: str = NEW, stable: str | None = OLD, pairing: str | None = None,
+           stable_pairing: str | None = None, strategy: str = r.SURGE_THEN_DRAIN) -> r.Member:
+    """`desired` Instances, `new` of them on the target (`new_ready` of those ready, all by default), the rest on
+    the old revision and ready."""
+    ready = new if new_ready is None else new_ready
+    rows = [(target, i < ready, i >= new - failed) for i in range(new)]
+    rows += [(OLD, True, False) for _ in range(max(desired - new, 0))]
+    return r.Member(name=name, desired=desired, target=target, stable=stable, revisions=tuple(rows),
+                    strategy=strategy, pairing=pairing, stable_pairing=stable_pairing)
+
+
+def plan(groups: list[dict[str, Any]], *members: r.Member, annotations: dict[str, str] | None = None,
+         previous: dict[str, Any] | None = None, now: float = NOW, **kw: Any) -> r.Outcome:
+    return r.plan(r.Inputs(groups=groups, members={m.name: m for m in members}, annotations=annotations or {},
+                           previous=previous or {}, now=now, **kw), "mistral-pd")
+
+
+def carry(outcome: r.Outcome, previous: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The status the next pass reads: what this one wrote."""
+    out = dict(previous or {})
+    out.update(outcome.status)
+    for key in ("rollout", "rolloutCoordination"):
+        if key not in outcome.status:
+            out.pop(key, None)
+    components = dict(out.get("components") or {})
+    for name, fields in outcome.components.items():
+        components[name] = {**components.get(name, {}), **fields}
+    out["components"] = components
+    return out
+
+
+def test_no_change_leaves_every_component_alone() -> None:
+    groups = [{"components": ["engine", "decoder"]}]
+    out = plan(groups, member("engine", 1, target=OLD), member("decoder", 1, target=OLD))
+    assert {n: d.pacing() for n, d in out.directives.items()} == {}
+    assert "rollout" not in out.status
+    assert out.status["rolloutCoordination"]["groups"][0]["phase"] == "Idle"
+    assert ("RolloutPlanReady", True, "NoActiveRun", "no rollout is in progress") in out.conditions
+
+
+def test_blue_green_moves_both_a_quarter_at_a_time_and_pins_the_run() -> None:
+    out = plan([{"components": ["engine", "decoder"]}], member("engine", 4), member("decoder", 4))
+    assert out.directives["engine"].pacing() == {"maxUnavailable": "25%"}
+    assert out.directives["decoder"].pacing() == {"maxUnavailable": "25%"}
+    run = out.status["rollout"]["activeRun"]
+    assert [(t["component"], t["revision"], t["stableRevision"]) for t in run["targetRevisions"]] == [
+        ("engine", NEW, OLD), ("decoder", NEW, OLD)]
+    assert out.status["rolloutCoordination"]["groups"][0]["phase"] == "Surging"
+    assert any(cond[:3] == ("RolloutPlanReady", True, "Pinned") for cond in out.conditions)
+
+
+def test_a_finished_run_closes_completed() -> None:
+    first = plan([{"components": ["engine", "decoder"]}], member("engine", 2), member("decoder", 2))
+    done = plan([{"components": ["engine", "decoder"]}], member("engine", 2, new=2), member("decoder", 2, new=2),
+                previous=carry(first))
+    assert "activeRun" not in done.status["rollout"]
+    assert done.status["rollout"]["lastRun"]["outcome"] == "Completed"
+    assert {n: d.pacing() for n, d in done.directives.items() if d.pacing()} == {}
+
+
+@pytest.mark.parametrize(("engine_new", "decoder_ready", "engine_partition", "engine_gate"), [
+    (0, 0, 1, None),        # nothing moved: the engine may move all but its last old Instance
+    (1, 0, 1, "Pairing"),   # all but one moved, no decoder on the new token ready: the last one waits
+    (1, 1, 0, None),        # a new-token decoder is ready: the last old engine may go
+])
+def test_pairing_keeps_one_pair_of_the_same_token(engine_new: int, decoder_ready: int, engine_partition: int,
+                                                   engine_gate: str | None) -> None:
+    token = {"pairing": "kv-v2", "stable_pairing": "kv-v1"}
+    out = plan([{"components": ["engine", "decoder"], "blueGreen": {}}],
+               member("engine", 2, new=engine_new, **token),
+               member("decoder", 2, new=decoder_ready, **token))
+    engine = out.directives["engine"]
+    assert engine.partition == engine_partition
+    assert (engine.hold[0] if engine.hold else None) == engine_gate
+    if engine_gate:
+        assert engine.hold == ("Pairing", "keeping one engine Instance on pairing protocol kv-v1 until a decoder "
+                                          "Instance on kv-v2 is ready")
+
+
+def test_pairing_exempts_a_side_of_one() -> None:
+    token = {"pairing": "kv-v2", "stable_pairing": "kv-v1"}
+    out = plan([{"components": ["engine", "decoder"]}], member("engine", 1, **token), member("decoder", 1, **token))
+    assert out.directives["engine"].partition == 0 and out.directives["decoder"].partition == 0
+
+
+def test_maintain_ratio_keeps_the_components_within_the_tolerance_to_the_end() -> None:
+    """The rollout-groups page's example: four engines, two decoders, maxSurge 1, tolerance 25. Each pass moves
+    every component to what its partition allows (one at a time); progress never drifts more than 25 points."""
+    group = {"components": ["engine", "decoder"], "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+             "maintainRatio": {"tolerance": 25}}
+    moved = {"engine": 0, "decoder": 0}
+    desired = {"engine": 4, "decoder": 2}
+    previous: dict[str, Any] = {}
+    ratio_held = set()
+    for _ in range(20):
+        out = plan([group], member("engine", 4, new=moved["engine"]), member("decoder", 2, new=moved["decoder"]),
+                   previous=previous)
+        previous = carry(out, previous)
+        if moved == desired:
+            break
+        for name in moved:
+            directive = out.directives.get(name, r.Directive())
+            if moved[name] == desired[name]:
+                continue
+            assert directive.max_unavailable == 1
+            if directive.hold and directive.hold[0] == "Ratio":
+                ratio_held.add(name)
+            allowed = desired[name] - directive.partition
+            moved[name] = min(desired[name], moved[name] + 1, max(allowed, moved[name]))
+        assert abs(moved["engine"] / 4 - moved["decoder"] / 2) <= 0.25 + 1e-9, moved
+    assert moved == desired
+    assert "decoder" in ratio_held  # held first: one engine of four is 25%, one decoder of two is 50%
+    assert previous["rollout"]["lastRun"]["outcome"] == "Completed"
+
+
+def test_maintain_ratio_with_no_tolerance_still_finishes() -> None:
+    group = {"components": ["engine", "decoder"], "rollingUpdate": {"maxSurge": 1},
+             "maintainRatio": {"tolerance": 0}}
+    moved = {"engine": 0, "decoder": 0}
+    for _ in range(20):
+        out = plan([group], member("engine", 4, new=moved["engine"]), member("decoder", 2, new=moved["decoder"]))
+        advanced = False
+        for name, total in (("engine", 4), ("decoder", 2)):
+            allowed = total - out.directives.get(name, r.Directive()).partition
+            if moved[name] < min(allowed, total):
+                moved[name] += 1
+                advanced = True
+        if not advanced:
+            break
+    assert moved == {"engine": 4, "decoder": 2}
+
+
+def test_sequence_waits_then_soaks_then_starts_the_engine() -> None:
+    groups = [{"components": ["decoder"], "soak": "10m"}, {"components": ["engine"]}]
+    first = plan(groups, member("decoder", 1), member("engine", 1))
+    assert first.directives["engine"].partition == 1
+    assert first.directives["engine"].hold == ("Sequential", "Sequential waiting on decoder")
+    assert first.directives["decoder"].pacing() == {"maxUnavailable": "25%"}
+    seq = first.status["rolloutCoordination"]["groups"][0]
+    assert (seq["policy"], seq["phase"], seq["currentComponent"]) == ("Sequential", "Surging", "decoder")
+
+    finished = plan(groups, member("decoder", 1, new=1), member("engine", 1), previous=carry(first), now=NOW + 60)
+    assert finished.directives["engine"].hold == (
+        "Sequential", "Sequential.Soak: engine waiting out the 10m0s soak after decoder")
+    assert finished.wake_in == pytest.approx(600)
+    soaking = plan(groups, member("decoder", 1, new=1), member("engine", 1), previous=carry(finished),
+                   now=NOW + 60 + 300)
+    assert soaking.directives["engine"].partition == 1 and soaking.wake_in == pytest.approx(300)
+
+    after = plan(groups, member("decoder", 1, new=1), member("engine", 1), previous=carry(soaking),
+                 now=NOW + 60 + 601)
+    assert after.directives["engine"].hold is None
+    assert after.directives["engine"].pacing() == {"maxUnavailable": "25%"}
+
+
+def test_sequence_skips_a_component_the_change_leaves_alone() -> None:
+    groups = [{"components": ["decoder"], "soak": "10m"}, {"components": ["engine"]}]
+    out = plan(groups, member("decoder", 1, target=OLD), member("engine", 1))
+    assert out.directives["engine"].hold is None
+    assert out.directives["engine"].pacing() == {"maxUnavailable": "25%"}
+
+
+def test_a_failed_sequence_member_holds_the_rest_and_tells_once() -> None:
+    groups = [{"components": ["decoder"]}, {"components": ["engine"]}]
+    first = plan(groups, member("decoder", 2, new=1, new_ready=0, failed=1), member("engine", 1))
+    assert [e[1] for e in first.events] == ["CoordinationGroupFailed"]
+    assert first.directives["engine"].hold == ("Sequential", "Sequential waiting on decoder")
+    again = plan(groups, member("decoder", 2, new=1, new_ready=0, failed=1), member("engine", 1),
+                 previous=carry(first))
+    assert again.events == []
+
+
+CANARY = [{"components": ["engine"], "canary": {"steps": [
+    {"capacity": "25%", "traffic": 10, "pause": {}},
+    {"capacity": "100%", "traffic": 100}]}}]
+
+
+def test_canary_stops_at_its_manual_gate_and_a_promote_moves_it_on() -> None:
+    start = plan(CANARY, member("engine", 4))
+    assert start.directives["engine"].partition == 3
+    assert start.components["engine"]["rolloutPhase"] == "Pending"
+    canary = start.components["engine"]["canary"]
+    assert (canary["canaryRevisionHash"], canary["stableRevisionHash"], canary["currentStep"]) == (NEW, OLD, 0)
+
+    gated = plan(CANARY, member("engine", 4, new=1), previous=carry(start), now=NOW + 30)
+    engine = gated.components["engine"]
+    assert engine["rolloutPhase"] == "Paused" and engine["canary"]["gate"] == "Manual"
+    assert engine["canary"]["observedTrafficWeight"] == 10
+    assert engine["traffic"] == [
+        {"revisionName": f"mistral-pd-engine-rev-{NEW}", "percent": 10, "tag": "canary", "latestRevision": True},
+        {"revisionName": f"mistral-pd-engine-rev-{OLD}", "percent": 90, "tag": "stable", "latestRevision": False}]
+    assert gated.directives["engine"].partition == 3
+
+    wrong = plan(CANARY, member("engine", 4, new=1), annotations={r.PROMOTE_ANNOTATION: "deadbeef"},
+                 previous=carry(gated), now=NOW + 40)
+    assert wrong.components["engine"]["canary"]["currentStep"] == 0 and wrong.consume == []
+
+    promoted = plan(CANARY, member("engine", 4, new=1), annotations={r.PROMOTE_ANNOTATION: NEW},
+                    previous=carry(gated), now=NOW + 60)
+    assert promoted.components["engine"]["canary"]["currentStep"] == 1
+    assert promoted.components["engine"]["canary"]["promotedThrough"] == NEW
+    assert promoted.consume == [r.PROMOTE_ANNOTATION]
+    assert promoted.directives["engine"].partition == 0
+    # The same request seen again (the annotation not removed yet) is inert.
+    again = plan(CANARY, member("engine", 4, new=2), annotations={r.PROMOTE_ANNOTATION: NEW},
+                 previous=carry(promoted), now=NOW + 70)
+    assert again.components["engine"]["canary"]["currentStep"] == 1
+
+    finished = plan(CANARY, member("engine", 4, new=4), previous=carry(again), now=NOW + 120)
+    assert finished.components["engine"]["rolloutPhase"] == "Stable"
+    assert finished.status["rollout"]["lastRun"]["outcome"] == "Completed"
+    settled = plan(CANARY, member("engine", 4, new=4, target=NEW, stable=NEW), previous=carry(finished),
+                   now=NOW + 130)
+    assert settled.components["engine"] == finished.components["engine"]
+
+
+def test_canary_prefill_and_decode_move_their_own_share() -> None:
+    group = [{"components": ["engine", "decoder"], "canary": {"steps": [
+        {"capacity": "50%", "traffic": 50, "pause": {}}, {"capacity": "100%", "traffic": 100}]}}]
+    out = plan(group, member("engine", 4), member("decoder", 2))
+    assert (out.directives["engine"].partition, out.directives["decoder"].partition) == (2, 1)
+    half = plan(group, member("engine", 4, new=2), member("decoder", 2, new=0), previous=carry(out))
+    assert half.components["engine"]["rolloutPhase"] == "Pending"  # waits for the decoder's too
+    assert half.directives["decoder"].hold is not None
+
+
+def test_canary_timed_gate_advances_after_its_duration() -> None:
+    group = [{"components": ["engine"], "canary": {"steps": [
+        {"capacity": 1, "traffic": 10, "pause": {"duration": "10m"}}, {"capacity": "100%", "traffic": 100}]}}]
+    start = plan(group, member("engine", 4))
+    ready = plan(group, member("engine", 4, new=1), previous=carry(start), now=NOW + 10)
+    assert ready.components["engine"]["rolloutPhase"] == "Canarying"
+    assert ready.wake_in == pytest.approx(600)
+    later = plan(group, member("engine", 4, new=1), previous=carry(ready), now=NOW + 611)
+    assert later.components["engine"]["canary"]["currentStep"] == 1
+
+
+def test_canary_rollback_returns_every_instance_and_holds_the_rejected_revision() -> None:
+    start = plan(CANARY, member("engine", 4))
+    gated = plan(CANARY, member("engine", 4, new=1), previous=carry(start))
+    back = plan(CANARY, member("engine", 4, new=1), annotations={r.ROLLBACK_ANNOTATION: "true"},
+                previous=carry(gated))
+    assert back.components["engine"]["rolloutPhase"] == "RollingBack"
+    assert back.components["engine"]["canary"]["rolledBackRevisionHash"] == NEW
+    assert back.directives["engine"].rollback_to == OLD
+    done = plan(CANARY, member("engine", 4, new=0, stable=OLD), annotations={r.ROLLBACK_ANNOTATION: "true"},
+                previous=carry(back))
+    assert done.components["engine"]["rolloutPhase"] == "RolledBack"
+    assert done.status["rollout"]["lastRun"]["outcome"] == "RolledBack"
+    assert done.directives["engine"].rollback_to == OLD
+    # Held while the target is the rejected revision, even without the annotation; no run reopens.
+    still = plan(CANARY, member("engine", 4, stable=OLD), previous=carry(done))
+    assert still.directives["engine"].rollback_to == OLD and "activeRun" not in still.status["rollout"]
+    assert still.components == done.components
+    # A different revision starts a fresh canary and spends the lingering request.
+    fresh = plan(CANARY, member("engine", 4, target="cccc3333", stable=OLD),
+                 annotations={r.ROLLBACK_ANNOTATION: "true"}, previous=carry(still))
+    assert fresh.consume == [r.ROLLBACK_ANNOTATION]
+    assert fresh.components["engine"]["canary"]["canaryRevisionHash"] == "cccc3333"
+    assert fresh.directives["engine"].rollback_to is None and fresh.directives["engine"].partition == 3
+
+
+def test_canary_step_past_its_ready_timeout_fails() -> None:
+    start = plan(CANARY, member("engine", 4), annotations={r.READY_TIMEOUT_ANNOTATION: "20m"})
+    assert start.wake_in == pytest.approx(1200)
+    failed = plan(CANARY, member("engine", 4, new=1, new_ready=0), annotations={r.READY_TIMEOUT_ANNOTATION: "20m"},
+                  previous=carry(start), now=NOW + 1201)
+    assert failed.components["engine"]["rolloutPhase"] == "Failed"
+    assert [e[1] for e in failed.events] == ["CanaryFailed"]
+
+
+def test_rollback_without_a_canary_is_spent_with_a_warning() -> None:
+    out = plan(CANARY, member("engine", 4, target=OLD), annotations={r.ROLLBACK_ANNOTATION: "true"})
+    assert out.consume == [r.ROLLBACK_ANNOTATION]
+    assert [e[1] for e in out.events] == ["CanaryRollbackIgnored"]
+
+
+@pytest.mark.parametrize(("value", "paused", "freeze"), [("true", True, False), ("freeze", True, True),
+                                                          ("True", False, False)])
+def test_the_pause_reaches_every_component(value: str, paused: bool, freeze: bool) -> None:
+    out = plan([{"components": ["engine", "decoder"], "rollingUpdate": {}}], member("engine", 2),
+               member("decoder", 2), annotations={r.PAUSED_ANNOTATION: value})
+    for name in ("engine", "decoder"):
+        assert out.directives[name].paused is paused and out.directives[name].freeze is freeze
+    assert out.status["rolloutCoordination"]["groups"][0]["phase"] == ("Paused" if paused else "Surging")
+
+
+def test_a_paused_canary_does_not_take_a_promote() -> None:
+    start = plan(CANARY, member("engine", 4))
+    gated = plan(CANARY, member("engine", 4, new=1), previous=carry(start))
+    held = plan(CANARY, member("engine", 4, new=1), previous=carry(gated),
+                annotations={r.PROMOTE_ANNOTATION: NEW, r.PAUSED_ANNOTATION: "true"})
+    assert held.components["engine"]["canary"]["currentStep"] == 0 and held.consume == []
+
+
+def test_a_retarget_supersedes_the_run_and_keeps_the_stable_revision() -> None:
+    start = plan(CANARY, member("engine", 4))
+    moved = plan(CANARY, member("engine", 4, target="cccc3333", stable=OLD), previous=carry(start))
+    assert moved.status["rollout"]["lastRun"]["outcome"] == "Superseded"
+    canary = moved.components["engine"]["canary"]
+    assert (canary["canaryRevisionHash"], canary["stableRevisionHash"], canary["currentStep"]) == (
+        "cccc3333", OLD, 0)
