@@ -31,7 +31,7 @@ from omenative.api import constants as c
 from omenative.api.instance_status import decode_rows
 from omenative.api.types import InstanceStatus
 from omenative.api.units import InvalidValue, parse_duration
-from omenative.kubectl_ome import held, logs, reports
+from omenative.kubectl_ome import held, logs, reports, rollout
 from omenative.kubectl_ome.output import REPORT_VERSION, emit, print_table
 
 Obj = dict[str, Any]
@@ -118,6 +118,15 @@ class Cluster:
         api: Any = self.custom
         return cast(Obj, api.patch_namespaced_custom_object(
             c.GROUP, c.VERSION, namespace, "inferencereplicas", name, patch, **kwargs))
+
+    def patch_service(self, namespace: str, name: str, patch: list[Obj], dry_run: bool) -> Obj:
+        """A JSON patch of an InferenceService."""
+        kwargs: dict[str, Any] = {"_content_type": "application/json-patch+json"}
+        if dry_run:
+            kwargs["dry_run"] = "All"
+        api: Any = self.custom
+        return cast(Obj, api.patch_namespaced_custom_object(
+            c.GROUP, c.VERSION, namespace, "inferenceservices", name, patch, **kwargs))
 
     def replicas(self, namespace: str, isvc: str) -> list[Obj]:
         return sorted(self.list_ome("inferencereplicas", namespace, f"{c.LABEL_ISVC}={isvc}"), key=component_order)
@@ -540,6 +549,23 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument("--ome-namespace", default="ome")
     release.add_argument("-n", "--namespace", default=None)
     release.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
+    rollout_cmd = sub.add_parser("rollout", help="rollout progress of an InferenceService, and its alpha actions")
+    steps = rollout_cmd.add_subparsers(dest="action", required=True)
+    shown = steps.add_parser("status", parents=[common], help="where each component is in its rollout")
+    shown.add_argument("inferenceservice")
+    shown.add_argument("-n", "--namespace", default=None)
+    shown.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
+    for verb, text in (("pause", "(alpha) hold rollout work across the service"),
+                       ("resume", "(alpha) clear a pause"),
+                       ("promote", "(alpha) pass the manual gate a canary waits at"),
+                       ("rollback", "(alpha) return a canary to its stable revision")):
+        act = steps.add_parser(verb, parents=[common], help=text)
+        act.add_argument("inferenceservice")
+        act.add_argument("--dry-run", default="none", choices=["none", "client", "server"])
+        act.add_argument("--yes", action="store_true", help="confirm the exact preview without a prompt")
+        act.add_argument("--ome-namespace", default="ome")
+        act.add_argument("-n", "--namespace", default=None)
+        act.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
     return parser
 
 
@@ -558,6 +584,12 @@ def main(argv: list[str] | None = None) -> int:
             return get(cluster, namespace, args)
         if args.command == "logs":
             return logs_cmd(cluster, namespace, args)
+        if args.command == "rollout":
+            if args.action == "status":
+                return rollout.rollout_status(cluster, namespace, args.inferenceservice, args.output)
+            return rollout.rollout_action(cluster, namespace, args.inferenceservice, args.action,
+                                          dry_run=args.dry_run, yes=args.yes, output=args.output,
+                                          context=args.context)
         if args.action == "list":
             return instance_list(cluster, namespace, args.inferenceservice, args.output)
         if args.action == "retry-blocks":

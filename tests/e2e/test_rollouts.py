@@ -1,0 +1,269 @@
+"""Rollout groups against the local control plane (OME's rollout pages): a rolling-update group that keeps its
+components' ratio, a sequence with a soak, a canary stopped at a manual gate, promoted and, for the next revision,
+rolled back with `kubectl ome rollout`, and a pause in the middle of an update."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from omenative.observe.pods import parse_time
+from tests.conftest import NodeFactory, describe_namespace
+from tests.support.cluster import ControlPlane
+from tests.support.controller import ControllerProcess
+from tests.support.omenative import inline_component, inline_service
+from tests.support.wait import wait_for
+
+Obj = dict[str, Any]
+V1, V2, V3 = "example.invalid/server:1", "example.invalid/server:2", "example.invalid/server:3"
+
+
+async def get_json(control_plane: ControlPlane, *args: str) -> Obj:
+    return json.loads((await control_plane.kubectl("get", *args, "-o", "json")).stdout)
+
+
+async def replicas_of(control_plane: ControlPlane, namespace: str, isvc: str) -> dict[str, Obj]:
+    """Every InferenceReplica of the service from one list: one consistent moment."""
+    listed = await get_json(control_plane, "inferencereplicas", "-n", namespace, "-l",
+                            f"ome.io/inferenceservice={isvc}")
+    return {item["spec"]["component"]: item for item in listed["items"]}
+
+
+def settled(replica: Obj, desired: int) -> bool:
+    status = replica.get("status") or {}
+    return status.get("observedGeneration") == replica["metadata"]["generation"] and \
+        status.get("updatedReplicas") == desired and status.get("readyReplicas") == desired and \
+        status.get("replicas") == desired and status.get("currentRevision") == status.get("updateRevision")
+
+
+async def serve(control_plane: ControlPlane, api: client.ApiClient, isvc: Obj, sizes: dict[str, int]) -> None:
+    kubectl = control_plane.kubectl
+    meta = isvc["metadata"]
+    await kubectl("apply", "-f", "-", stdin=json.dumps(isvc))
+
+    async def ready() -> bool:
+        got = await replicas_of(control_plane, meta["namespace"], meta["name"])
+        return sorted(got) == sorted(sizes) and all(settled(got[n], d) for n, d in sizes.items())
+
+    await wait_for(ready, timeout=120, what=f"{meta['name']} serving",
+                   describe=lambda: describe_namespace(api, meta["namespace"]))
+
+
+async def set_images(control_plane: ControlPlane, namespace: str, name: str, image: str, *components: str) -> None:
+    patch = {"spec": {comp: {"runner": {"image": image}} for comp in components}}
+    await control_plane.kubectl("patch", "inferenceservice", name, "-n", namespace, "--type", "merge", "-p",
+                                json.dumps(patch))
+
+
+async def test_a_rolling_update_group_keeps_engine_and_decoder_within_the_tolerance(
+    control_plane: ControlPlane, api: client.ApiClient, omenative: ControllerProcess, sim_nodes: NodeFactory,
+    namespace: str,
+) -> None:
+    """The rollout-groups page's example: four engines, two decoders, maxSurge 1, maintainRatio tolerance 25."""
+    await sim_nodes("gpu")
+    isvc = inline_service("ratio", namespace, engine=inline_component(4, image=V1),
+                          decoder=inline_component(2, image=V1))
+    isvc["spec"]["rollout"] = {"groups": [{"components": ["engine", "decoder"],
+                                           "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+                                           "maintainRatio": {"tolerance": 25}}]}
+    await serve(control_plane, api, isvc, {"engine": 4, "decoder": 2})
+    await set_images(control_plane, namespace, "ratio", V2, "engine", "decoder")
+
+    gates: set[str] = set()
+    drift: list[tuple[int, int]] = []  # samples whose progress differs by more than the tolerance
+    samples = 0
+
+    async def finished() -> bool:
+        # wait_for retries a probe that asserts: the invariant is collected here and checked afterwards.
+        nonlocal samples
+        got = await replicas_of(control_plane, namespace, "ratio")
+        engine, decoder = got["engine"]["status"], got["decoder"]["status"]
+        updated = (int(engine.get("updatedReplicas") or 0), int(decoder.get("updatedReplicas") or 0))
+        if abs(updated[0] / 4 - updated[1] / 2) > 0.25 + 1e-9:
+            drift.append(updated)
+        samples += 1
+        status = (await get_json(control_plane, "inferenceservice", "ratio", "-n", namespace)).get("status") or {}
+        for comp in ("engine", "decoder"):
+            hold = ((status.get("components") or {}).get(comp) or {}).get("lifecycle", {}).get("rolloutHold") or {}
+            if hold.get("gate"):
+                gates.add(f"{comp}:{hold['gate']}")
+        return settled(got["engine"], 4) and settled(got["decoder"], 2) and \
+            {c["image"] for r in got.values() for c in r["spec"]["runners"][0]["template"]["spec"]["containers"]} \
+            == {V2}
+
+    await wait_for(finished, timeout=240, interval=0.2, what="both components on the new image",
+                   describe=lambda: describe_namespace(api, namespace))
+    assert drift == [], "engine and decoder progress drifted apart by more than 25 points"
+    assert samples > 10
+    assert "engine:Ratio" in gates or "decoder:Ratio" in gates, gates
+    status = (await get_json(control_plane, "inferenceservice", "ratio", "-n", namespace))["status"]
+    assert status["rollout"]["lastRun"]["outcome"] == "Completed"
+    assert "activeRun" not in status["rollout"]
+    pods = await get_json(control_plane, "pods", "-n", namespace, "-l", "ome.io/inferenceservice=ratio")
+    assert {c["image"] for p in pods["items"] for c in p["spec"]["containers"]} == {V2}
+
+
+async def test_a_sequence_rolls_the_decoder_then_soaks_then_the_engine(
+    control_plane: ControlPlane, api: client.ApiClient, omenative: ControllerProcess, sim_nodes: NodeFactory,
+    namespace: str,
+) -> None:
+    await sim_nodes("gpu")
+    isvc = inline_service("seq", namespace, engine=inline_component(1, image=V1),
+                          decoder=inline_component(1, image=V1))
+    isvc["spec"]["rollout"] = {"groups": [{"components": ["decoder"], "soak": "20s"}, {"components": ["engine"]}]}
+    await serve(control_plane, api, isvc, {"engine": 1, "decoder": 1})
+    await set_images(control_plane, namespace, "seq", V2, "engine", "decoder")
+
+    reasons: list[str] = []
+    decoder_done: str | None = None
+    early: list[str] = []  # the engine seen moving before the decoder finished
+
+    async def finished() -> bool:
+        nonlocal decoder_done
+        status = (await get_json(control_plane, "inferenceservice", "seq", "-n", namespace)).get("status") or {}
+        hold = ((status.get("components") or {}).get("engine") or {}).get("lifecycle", {}).get("rolloutHold") or {}
+        if hold.get("gate") and (not reasons or reasons[-1] != f"{hold['gate']}|{hold['reason']}"):
+            reasons.append(f"{hold['gate']}|{hold['reason']}")
+        for target in ((status.get("rollout") or {}).get("activeRun") or {}).get("targetRevisions") or []:
+            if target["component"] == "decoder" and target.get("completedAt"):
+                decoder_done = target["completedAt"]
+        got = await replicas_of(control_plane, namespace, "seq")
+        if int(got["engine"]["status"].get("updatedReplicas") or 0) > 0 and decoder_done is None:
+            early.append(json.dumps(got["engine"]["status"].get("instanceStatuses")))
+        return settled(got["engine"], 1) and settled(got["decoder"], 1) and \
+            got["engine"]["spec"]["runners"][0]["template"]["spec"]["containers"][0]["image"] == V2
+
+    await wait_for(finished, timeout=240, interval=0.2, what="decoder, then engine on the new image",
+                   describe=lambda: describe_namespace(api, namespace))
+    assert early == [], "the engine moved before the decoder finished"
+    assert reasons[:2] == ["Sequential|Sequential waiting on decoder",
+                           "Sequential|Sequential.Soak: engine waiting out the 20s soak after decoder"], reasons
+    # The engine's first new Instance comes at least the soak after the decoder finished (seconds in status).
+    pods = await get_json(control_plane, "pods", "-n", namespace, "-l", "ome.io/inferenceservice=seq,component=engine")
+    created = min(p["metadata"]["creationTimestamp"] for p in pods["items"])
+    assert decoder_done is not None
+    assert (parse_time(created) or 0) - (parse_time(decoder_done) or 0) >= 19, (created, decoder_done)
+
+
+async def canary_phase(control_plane: ControlPlane, namespace: str, name: str) -> tuple[str | None, Obj]:
+    status = (await get_json(control_plane, "inferenceservice", name, "-n", namespace)).get("status") or {}
+    engine = (status.get("components") or {}).get("engine") or {}
+    return engine.get("rolloutPhase"), engine
+
+
+async def test_a_canary_stops_at_its_gate_is_promoted_and_the_next_is_rolled_back(
+    control_plane: ControlPlane, api: client.ApiClient, omenative: ControllerProcess, sim_nodes: NodeFactory,
+    namespace: str,
+) -> None:
+    kubectl = control_plane.kubectl
+    await sim_nodes("gpu")
+    isvc = inline_service("chat", namespace, engine=inline_component(4, image=V1))
+    isvc["spec"]["rollout"] = {"groups": [{"components": ["engine"], "canary": {"steps": [
+        {"capacity": "25%", "traffic": 10, "pause": {}}, {"capacity": "100%", "traffic": 100}]}}]}
+    await serve(control_plane, api, isvc, {"engine": 4})
+    describe = lambda: describe_namespace(api, namespace)  # noqa: E731
+
+    async def at(phase: str) -> Obj | None:
+        got, engine = await canary_phase(control_plane, namespace, "chat")
+        return engine if got == phase else None
+
+    await set_images(control_plane, namespace, "chat", V2, "engine")
+    engine = await wait_for(lambda: at("Paused"), timeout=120, what="the canary at its manual gate", describe=describe)
+    assert engine["canary"]["currentStep"] == 0 and engine["canary"]["gate"] == "Manual"
+    assert engine["canary"]["observedTrafficWeight"] == 10
+    replica = (await replicas_of(control_plane, namespace, "chat"))["engine"]["status"]
+    assert (replica["updatedReplicas"], replica["readyReplicas"], replica["replicas"]) == (1, 4, 4), replica
+    canary = engine["canary"]["canaryRevisionHash"]
+
+    shown = await kubectl("ome", "rollout", "status", "chat", "-n", namespace)
+    rows = {line.split()[0]: line.split()[1:] for line in shown.stdout.splitlines()}
+    assert rows["STEP"] == ["1/2"] and rows["GATE"] == ["Manual"] and rows["PHASE"] == ["Paused"], shown.stdout
+    assert rows["TRAFFIC"] == ["10%", "->", "10%"] and rows["REPORTED"][0] == "Paused", shown.stdout
+
+    promoted = await kubectl("ome", "rollout", "promote", "chat", "-n", namespace, "--yes")
+    result = dict(line.split(None, 1) for line in promoted.stdout.splitlines()[1:])
+    assert (result["applied"], result["revision-hash"]) == ("Yes", canary), promoted.output
+    engine = await wait_for(lambda: at("Stable"), timeout=120, what="the canary completed", describe=describe)
+    replicas = await replicas_of(control_plane, namespace, "chat")
+    assert settled(replicas["engine"], 4)
+    annotations = (await get_json(control_plane, "inferenceservice", "chat", "-n", namespace))["metadata"].get(
+        "annotations") or {}
+    assert "ome.io/rollout-promote" not in annotations  # consumed once the advance was recorded
+
+    # The next revision: rolled back at its first step, every Instance returns to the stable one (V2's).
+    await set_images(control_plane, namespace, "chat", V3, "engine")
+    engine = await wait_for(lambda: at("Paused"), timeout=120, what="the second canary at its gate",
+                            describe=describe)
+    assert engine["canary"]["stableRevisionHash"] == canary and engine["canary"]["canaryRevisionHash"] != canary
+    refused = await kubectl("ome", "rollout", "pause", "chat", "-n", namespace, "--yes", "--dry-run", "client",
+                            check=False)
+    assert refused.returncode == 0, refused.output  # a canary in flight is work a pause can hold
+    back = await kubectl("ome", "rollout", "rollback", "chat", "-n", namespace, "--yes")
+    assert "applied         Yes" in back.stdout, back.output
+    await wait_for(lambda: at("RolledBack"), timeout=120, what="the canary rolled back", describe=describe)
+    replica = (await replicas_of(control_plane, namespace, "chat"))["engine"]
+    assert replica["status"]["updateRevision"].endswith(engine["canary"]["stableRevisionHash"]), \
+        replica["status"]
+    assert settled(replica, 4)
+    pods = await get_json(control_plane, "pods", "-n", namespace, "-l", "ome.io/inferenceservice=chat")
+    assert {c["image"] for p in pods["items"] for c in p["spec"]["containers"]} == {V2}
+    again = await kubectl("ome", "rollout", "rollback", "chat", "-n", namespace, "--yes", check=False)
+    assert again.returncode == 1 and "mailbox is present" in again.stderr, again.output
+
+
+async def test_a_pause_holds_a_rolling_update_and_resume_finishes_it(
+    control_plane: ControlPlane, api: client.ApiClient, omenative: ControllerProcess, sim_nodes: NodeFactory,
+    namespace: str,
+) -> None:
+    kubectl = control_plane.kubectl
+    await sim_nodes("gpu")
+    isvc = inline_service("paused", namespace, engine=inline_component(4, image=V1))
+    isvc["spec"]["rollout"] = {"groups": [{"components": ["engine"], "rollingUpdate": {"maxSurge": 1}}]}
+    await serve(control_plane, api, isvc, {"engine": 4})
+    describe = lambda: describe_namespace(api, namespace)  # noqa: E731
+    await set_images(control_plane, namespace, "paused", V2, "engine")
+
+    async def moved_one() -> bool:
+        replica = (await replicas_of(control_plane, namespace, "paused"))["engine"]["status"]
+        return int(replica.get("updatedReplicas") or 0) >= 1
+
+    await wait_for(moved_one, timeout=60, interval=0.2, what="the update under way", describe=describe)
+    paused = await kubectl("ome", "rollout", "pause", "paused", "-n", namespace, "--yes")
+    assert "applied         Yes" in paused.stdout, paused.output
+
+    async def held() -> Obj | None:
+        replica = (await replicas_of(control_plane, namespace, "paused"))["engine"]
+        return replica if replica["spec"].get("paused") and \
+            replica["status"].get("observedGeneration") == replica["metadata"]["generation"] else None
+
+    replica = await wait_for(held, timeout=60, what="the InferenceReplica paused", describe=describe)
+
+    def fingerprint(obj: Obj) -> list[tuple[Any, ...]]:
+        return sorted((r.get("index"), r.get("targetRevision"), r.get("runningRevision"))
+                      for r in obj["status"].get("instanceStatuses") or [])
+
+    # A surge under way may finish creating its new Instance; after that nothing moves.
+    async def quiet() -> Obj | None:
+        now = (await replicas_of(control_plane, namespace, "paused"))["engine"]
+        rows = now["status"].get("instanceStatuses") or []
+        return now if rows and all(r.get("phase") in ("Ready", "Updating") for r in rows) else None
+
+    first = fingerprint(await wait_for(quiet, timeout=60, what="the paused replica quiet", describe=describe))
+    for _ in range(25):  # about five seconds of samples, each read afresh from the API
+        now = (await replicas_of(control_plane, namespace, "paused"))["engine"]
+        assert fingerprint(now) == first, "an Instance changed while paused"
+        assert int(now["status"].get("updatedReplicas") or 0) < 4
+    assert replica["spec"].get("pauseMode") is None
+    status = await kubectl("ome", "rollout", "status", "paused", "-n", namespace)
+    assert "Paused" in status.stdout, status.stdout
+
+    resumed = await kubectl("ome", "rollout", "resume", "paused", "-n", namespace, "--yes")
+    assert "applied         Yes" in resumed.stdout, resumed.output
+
+    async def done() -> bool:
+        got = (await replicas_of(control_plane, namespace, "paused"))["engine"]
+        return settled(got, 4) and not got["spec"].get("paused")
+
+    await wait_for(done, timeout=180, what="the update finished after the resume", describe=describe)
