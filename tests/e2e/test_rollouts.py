@@ -9,10 +9,12 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from omenative.api.instance_status import decode_rows
 from omenative.observe.pods import parse_time
 from tests.conftest import NodeFactory, describe_namespace
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
+from tests.support.history import recorded
 from tests.support.omenative import inline_component, inline_service
 from tests.support.wait import wait_for
 
@@ -69,34 +71,40 @@ async def test_a_rolling_update_group_keeps_engine_and_decoder_within_the_tolera
                                            "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
                                            "maintainRatio": {"tolerance": 25}}]}
     await serve(control_plane, api, isvc, {"engine": 4, "decoder": 2})
-    await set_images(control_plane, namespace, "ratio", V2, "engine", "decoder")
+    # Every version of both InferenceReplicas and of the InferenceService, as the watch delivers them: no sampling.
+    async with recorded(api, "inferencereplicas", namespace, "ratio-engine") as engine_history, \
+            recorded(api, "inferencereplicas", namespace, "ratio-decoder") as decoder_history, \
+            recorded(api, "inferenceservices", namespace, "ratio") as service_history:
+        await set_images(control_plane, namespace, "ratio", V2, "engine", "decoder")
 
-    gates: set[str] = set()
-    drift: list[tuple[int, int]] = []  # samples whose progress differs by more than the tolerance
-    samples = 0
+        async def finished() -> bool:
+            got = await replicas_of(control_plane, namespace, "ratio")
+            return settled(got["engine"], 4) and settled(got["decoder"], 2) and {
+                c["image"] for r in got.values() for c in r["spec"]["runners"][0]["template"]["spec"]["containers"]
+            } == {V2}
 
-    async def finished() -> bool:
-        # wait_for retries a probe that asserts: the invariant is collected here and checked afterwards.
-        nonlocal samples
-        got = await replicas_of(control_plane, namespace, "ratio")
-        engine, decoder = got["engine"]["status"], got["decoder"]["status"]
-        updated = (int(engine.get("updatedReplicas") or 0), int(decoder.get("updatedReplicas") or 0))
-        if abs(updated[0] / 4 - updated[1] / 2) > 0.25 + 1e-9:
-            drift.append(updated)
-        samples += 1
-        status = (await get_json(control_plane, "inferenceservice", "ratio", "-n", namespace)).get("status") or {}
-        for comp in ("engine", "decoder"):
-            hold = ((status.get("components") or {}).get(comp) or {}).get("lifecycle", {}).get("rolloutHold") or {}
-            if hold.get("gate"):
-                gates.add(f"{comp}:{hold['gate']}")
-        return settled(got["engine"], 4) and settled(got["decoder"], 2) and \
-            {c["image"] for r in got.values() for c in r["spec"]["runners"][0]["template"]["spec"]["containers"]} \
-            == {V2}
-
-    await wait_for(finished, timeout=240, interval=0.2, what="both components on the new image",
-                   describe=lambda: describe_namespace(api, namespace))
-    assert drift == [], "engine and decoder progress drifted apart by more than 25 points"
-    assert samples > 10
+        await wait_for(finished, timeout=240, what="both components on the new image",
+                       describe=lambda: describe_namespace(api, namespace))
+    # The two replicas' versions in the API server's order: at each, the progress both had then.
+    merged = sorted([(int(v["metadata"]["resourceVersion"]), "engine", v) for v in engine_history.versions] +
+                    [(int(v["metadata"]["resourceVersion"]), "decoder", v) for v in decoder_history.versions],
+                    key=lambda item: item[0])
+    before = {"engine": engine_history.versions[0]["status"]["updateRevision"],
+              "decoder": decoder_history.versions[0]["status"]["updateRevision"]}
+    latest: dict[str, int] = {}
+    moments = []
+    for _, comp, version in merged:
+        status = version.get("status") or {}
+        # Progress toward the new revision: none while the status still names the old one.
+        latest[comp] = int(status.get("updatedReplicas") or 0) if status.get("updateRevision") != before[comp] else 0
+        if len(latest) == 2:
+            moments.append((latest["engine"], latest["decoder"]))
+    drift = [m for m in moments if abs(m[0] / 4 - m[1] / 2) > 0.25 + 1e-9]
+    assert drift == [], f"engine and decoder progress drifted apart by more than 25 points: {moments}"
+    assert moments[-1] == (4, 2) and len(set(moments)) >= 4, moments
+    gates = {f"{comp}:{hold['gate']}" for v in service_history.versions
+             for comp, block in ((v.get("status") or {}).get("components") or {}).items()
+             if (hold := (block.get("lifecycle") or {}).get("rolloutHold") or {}).get("gate")}
     assert "engine:Ratio" in gates or "decoder:Ratio" in gates, gates
     status = (await get_json(control_plane, "inferenceservice", "ratio", "-n", namespace))["status"]
     assert status["rollout"]["lastRun"]["outcome"] == "Completed"
@@ -114,32 +122,40 @@ async def test_a_sequence_rolls_the_decoder_then_soaks_then_the_engine(
                           decoder=inline_component(1, image=V1))
     isvc["spec"]["rollout"] = {"groups": [{"components": ["decoder"], "soak": "20s"}, {"components": ["engine"]}]}
     await serve(control_plane, api, isvc, {"engine": 1, "decoder": 1})
-    await set_images(control_plane, namespace, "seq", V2, "engine", "decoder")
+    async with recorded(api, "inferenceservices", namespace, "seq") as service_history, \
+            recorded(api, "inferencereplicas", namespace, "seq-engine") as engine_history:
+        await set_images(control_plane, namespace, "seq", V2, "engine", "decoder")
 
-    reasons: list[str] = []
-    decoder_done: str | None = None
-    early: list[str] = []  # the engine seen moving before the decoder finished
+        async def finished() -> bool:
+            got = await replicas_of(control_plane, namespace, "seq")
+            return settled(got["engine"], 1) and settled(got["decoder"], 1) and \
+                got["engine"]["spec"]["runners"][0]["template"]["spec"]["containers"][0]["image"] == V2
 
-    async def finished() -> bool:
-        nonlocal decoder_done
-        status = (await get_json(control_plane, "inferenceservice", "seq", "-n", namespace)).get("status") or {}
-        hold = ((status.get("components") or {}).get("engine") or {}).get("lifecycle", {}).get("rolloutHold") or {}
-        if hold.get("gate") and (not reasons or reasons[-1] != f"{hold['gate']}|{hold['reason']}"):
-            reasons.append(f"{hold['gate']}|{hold['reason']}")
-        for target in ((status.get("rollout") or {}).get("activeRun") or {}).get("targetRevisions") or []:
-            if target["component"] == "decoder" and target.get("completedAt"):
-                decoder_done = target["completedAt"]
-        got = await replicas_of(control_plane, namespace, "seq")
-        if int(got["engine"]["status"].get("updatedReplicas") or 0) > 0 and decoder_done is None:
-            early.append(json.dumps(got["engine"]["status"].get("instanceStatuses")))
-        return settled(got["engine"], 1) and settled(got["decoder"], 1) and \
-            got["engine"]["spec"]["runners"][0]["template"]["spec"]["containers"][0]["image"] == V2
+        await wait_for(finished, timeout=240, what="decoder, then engine on the new image",
+                       describe=lambda: describe_namespace(api, namespace))
+    def engine_hold(version: Obj) -> str | None:
+        hold = (((version.get("status") or {}).get("components") or {}).get("engine") or {}).get(
+            "lifecycle", {}).get("rolloutHold") or {}
+        return f"{hold['gate']}|{hold.get('reason')}" if hold.get("gate") else None
 
-    await wait_for(finished, timeout=240, interval=0.2, what="decoder, then engine on the new image",
-                   describe=lambda: describe_namespace(api, namespace))
-    assert early == [], "the engine moved before the decoder finished"
+    reasons = [r for r in service_history.values(engine_hold) if r]
     assert reasons[:2] == ["Sequential|Sequential waiting on decoder",
                            "Sequential|Sequential.Soak: engine waiting out the 20s soak after decoder"], reasons
+    done_at = [t.get("completedAt") for v in service_history.versions
+               for t in (((v.get("status") or {}).get("rollout") or {}).get("activeRun") or {}).get(
+                   "targetRevisions") or [] if t["component"] == "decoder" and t.get("completedAt")]
+    assert done_at, "the run never recorded the decoder's finish"
+    decoder_done = done_at[0]
+    # The engine moved only after that record: no version of it on the new revision came before.
+    old_revision = engine_history.versions[0]["status"]["updateRevision"]
+    first_moved = next(int(v["metadata"]["resourceVersion"]) for v in engine_history.versions
+                       if int((v.get("status") or {}).get("updatedReplicas") or 0) > 0 and
+                       v["status"].get("updateRevision") != old_revision)
+    recorded_at = next(int(v["metadata"]["resourceVersion"]) for v in service_history.versions
+                       if any(t["component"] == "decoder" and t.get("completedAt") for t in
+                              (((v.get("status") or {}).get("rollout") or {}).get("activeRun") or {}).get(
+                                  "targetRevisions") or []))
+    assert recorded_at < first_moved
     # The engine's first new Instance comes at least the soak after the decoder finished (seconds in status).
     pods = await get_json(control_plane, "pods", "-n", namespace, "-l", "ome.io/inferenceservice=seq,component=engine")
     created = min(p["metadata"]["creationTimestamp"] for p in pods["items"])
@@ -218,20 +234,30 @@ async def test_a_pause_holds_a_rolling_update_and_resume_finishes_it(
     namespace: str,
 ) -> None:
     kubectl = control_plane.kubectl
-    await sim_nodes("gpu")
-    isvc = inline_service("paused", namespace, engine=inline_component(4, image=V1))
+    # A node that fits exactly the four Instances: the update's first surge waits, unschedulable, in the middle of
+    # the update, where the pause comes.
+    pool = {"omenative-test/pool": namespace[-12:].strip("-")}
+    await sim_nodes("gpu", cpus=4, labels=pool)
+    engine = inline_component(4, image=V1)
+    engine["nodeSelector"] = pool
+    isvc = inline_service("paused", namespace, engine=engine)
     isvc["spec"]["rollout"] = {"groups": [{"components": ["engine"], "rollingUpdate": {"maxSurge": 1}}]}
     await serve(control_plane, api, isvc, {"engine": 4})
     describe = lambda: describe_namespace(api, namespace)  # noqa: E731
     await set_images(control_plane, namespace, "paused", V2, "engine")
 
-    async def moved_one() -> bool:
+    async def surging() -> bool:
         replica = (await replicas_of(control_plane, namespace, "paused"))["engine"]["status"]
-        return int(replica.get("updatedReplicas") or 0) >= 1
+        return replica.get("replicas") == 5 and int(replica.get("updatedReplicas") or 0) == 1
 
-    await wait_for(moved_one, timeout=60, interval=0.2, what="the update under way", describe=describe)
-    paused = await kubectl("ome", "rollout", "pause", "paused", "-n", namespace, "--yes")
-    assert "applied         Yes" in paused.stdout, paused.output
+    await wait_for(surging, timeout=60, what="the first surge waiting for room", describe=describe)
+    # The guarded patch tests the resourceVersion the command read; the status moves during an update, so a
+    # conflict (exit 3) is retried as the reference says: read again, run again.
+    for _ in range(10):
+        paused = await kubectl("ome", "rollout", "pause", "paused", "-n", namespace, "--yes", check=False)
+        if paused.returncode != 3:
+            break
+    assert paused.returncode == 0 and "applied         Yes" in paused.stdout, paused.output
 
     async def held() -> Obj | None:
         replica = (await replicas_of(control_plane, namespace, "paused"))["engine"]
@@ -239,16 +265,17 @@ async def test_a_pause_holds_a_rolling_update_and_resume_finishes_it(
             replica["status"].get("observedGeneration") == replica["metadata"]["generation"] else None
 
     replica = await wait_for(held, timeout=60, what="the InferenceReplica paused", describe=describe)
+    await sim_nodes("gpu", cpus=4, labels=pool)  # room: the surge under way may finish; nothing else may start
 
     def fingerprint(obj: Obj) -> list[tuple[Any, ...]]:
-        return sorted((r.get("index"), r.get("targetRevision"), r.get("runningRevision"))
-                      for r in obj["status"].get("instanceStatuses") or [])
+        return sorted((r.index, r.target_revision, r.running_revision) for r in decode_rows(obj["status"]))
 
     # A surge under way may finish creating its new Instance; after that nothing moves.
     async def quiet() -> Obj | None:
         now = (await replicas_of(control_plane, namespace, "paused"))["engine"]
-        rows = now["status"].get("instanceStatuses") or []
-        return now if rows and all(r.get("phase") in ("Ready", "Updating") for r in rows) else None
+        rows = decode_rows(now["status"])
+        assert rows and all(r.phase in ("Ready", "Updating") for r in rows), [(r.index, r.phase) for r in rows]
+        return now
 
     first = fingerprint(await wait_for(quiet, timeout=60, what="the paused replica quiet", describe=describe))
     for _ in range(25):  # about five seconds of samples, each read afresh from the API
