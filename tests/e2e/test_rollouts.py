@@ -4,14 +4,18 @@ rolled back with `kubectl ome rollout`, and a pause in the middle of an update."
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
+import yaml
 from kubernetes_asyncio import client
 
 from omenative.api.instance_status import decode_rows
 from omenative.observe.pods import parse_time
 from tests.conftest import NodeFactory, describe_namespace
+from tests.e2e.conftest import ModelAgent
+from tests.support.catalog import CATALOG
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
 from tests.support.history import recorded
@@ -19,6 +23,11 @@ from tests.support.omenative import inline_component, inline_service
 from tests.support.wait import wait_for
 
 Obj = dict[str, Any]
+PD_MODEL = "llama-3-2-1b-instruct"
+PD_LEARNED = {"modelFormat": {"name": "safetensors", "version": "1.0.0"},
+              "modelFramework": {"name": "transformers", "version": "4.45.0.dev0"},
+              "modelArchitecture": "LlamaForCausalLM", "modelParameterSize": "1.24B"}
+PD_NEW_IMAGE = "docker.io/lmsysorg/sglang:v0.5.6-cu129-amd64"
 V1, V2, V3 = "example.invalid/server:1", "example.invalid/server:2", "example.invalid/server:3"
 
 
@@ -294,3 +303,114 @@ async def test_a_pause_holds_a_rolling_update_and_resume_finishes_it(
         return settled(got, 4) and not got["spec"].get("paused")
 
     await wait_for(done, timeout=180, what="the update finished after the resume", describe=describe)
+
+
+async def test_a_prefill_decode_group_moves_together_and_always_keeps_a_pair(
+    control_plane: ControlPlane, api: client.ApiClient, omenative: ControllerProcess, sim_nodes: NodeFactory,
+    model_agent: ModelAgent, namespace: str,
+) -> None:
+    """The rollout-groups page's mistral-pd example with the catalog's prefill-decode runtime, two engines and two
+    decoders: an image change to the runtime, then a pairing-protocol change (kv-v1 -> kv-v2), each rolled out
+    blue-green by one group. The components' EndpointSlices, sampled every 200 ms, show at every sample a ready
+    engine and a ready decoder of the same ome.io/pairing-protocol."""
+    kubectl = control_plane.kubectl
+    describe = lambda: describe_namespace(api, namespace)  # noqa: E731
+    # hostNetwork pods take port 8080 of their node: one engine or decoder per node, surges included.
+    gpu = [await sim_nodes("gpu") for _ in range(6)]
+    await sim_nodes("cpu", gpus=0, cpus=32, memory="128Gi")
+    await kubectl("apply", "-f", str(CATALOG / "models" / "meta" / "Llama-3.2-1B-Instruct.yaml"))
+    await model_agent.downloaded(PD_MODEL, gpu, PD_LEARNED)
+    runtime = yaml.safe_load((CATALOG / "runtimes" / "srt" / "meta" / "llama-3-2-1b-instruct-pd-rt.yaml")
+                             .read_text())
+    runtime["metadata"] = {"name": "srt-pd-groups"}
+    await kubectl("apply", "-f", "-", stdin=json.dumps(runtime))
+    isvc = {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": "mistral-pd", "namespace": namespace},
+            "spec": {"deploymentMode": "OMENative", "model": {"name": PD_MODEL}, "runtime": {"name": "srt-pd-groups"},
+                     "engine": {"minReplicas": 2, "maxReplicas": 2}, "decoder": {"minReplicas": 2, "maxReplicas": 2},
+                     "router": {"minReplicas": 1, "maxReplicas": 1},
+                     "rollout": {"pairingProtocol": "kv-v1", "groups": [{"components": ["engine", "decoder"]}]}}}
+    try:
+        await serve(control_plane, api, isvc, {"engine": 2, "decoder": 2, "router": 1})
+        discovery = client.DiscoveryV1Api(api)
+        core = client.CoreV1Api(api)
+        tokens: dict[str, str] = {}  # pod name -> its pairing token (a pod's labels never change)
+        samples: list[dict[str, dict[str, int]]] = []
+        sampling = True
+
+        async def sample() -> None:
+            while sampling:
+                slices = (await discovery.list_namespaced_endpoint_slice(namespace)).items
+                ready: dict[str, dict[str, int]] = {"engine": {}, "decoder": {}}
+                unknown = [e.target_ref.name for s in slices for e in s.endpoints or []
+                           if e.target_ref and e.target_ref.name not in tokens]
+                if unknown:
+                    for pod in (await core.list_namespaced_pod(namespace)).items:
+                        tokens[pod.metadata.name] = (pod.metadata.labels or {}).get("ome.io/pairing-protocol", "")
+                for endpoint_slice in slices:
+                    service = (endpoint_slice.metadata.labels or {}).get("kubernetes.io/service-name")
+                    component = {"mistral-pd-engine": "engine", "mistral-pd-decoder": "decoder"}.get(service or "")
+                    if component is None:
+                        continue
+                    for endpoint in endpoint_slice.endpoints or []:
+                        if endpoint.conditions and endpoint.conditions.ready and endpoint.target_ref:
+                            token = tokens.get(endpoint.target_ref.name, "?")
+                            ready[component][token] = ready[component].get(token, 0) + 1
+                samples.append(ready)
+                await asyncio.sleep(0.2)
+
+        async def rolled(image: str, token: str) -> bool:
+            got = await replicas_of(control_plane, namespace, "mistral-pd")
+            pods = await get_json(control_plane, "pods", "-n", namespace, "-l", "ome.io/inferenceservice=mistral-pd")
+            ours = [p for p in pods["items"] if p["metadata"]["labels"].get("component") in ("engine", "decoder")]
+            return settled(got["engine"], 2) and settled(got["decoder"], 2) and len(ours) == 4 and all(
+                p["spec"]["containers"][0]["image"] == image and
+                p["metadata"]["labels"].get("ome.io/pairing-protocol") == token for p in ours)
+
+        sampler = asyncio.create_task(sample())
+        async with recorded(api, "inferencereplicas", namespace, "mistral-pd-engine") as engine_history, \
+                recorded(api, "inferencereplicas", namespace, "mistral-pd-decoder") as decoder_history:
+            for config in ("engineConfig", "decoderConfig"):
+                runtime["spec"][config]["runner"]["image"] = PD_NEW_IMAGE
+            await kubectl("apply", "-f", "-", stdin=json.dumps(runtime))
+            await wait_for(lambda: rolled(PD_NEW_IMAGE, "kv-v1"), timeout=240, what="the image rolled out",
+                           describe=describe)
+            # The new token, with the new decoders kept off every node for now: the engine must keep one engine on
+            # kv-v1 (the Pairing gate) until a kv-v2 decoder is ready, or no pair of one token would be left.
+            late = {"omenative-test/late": namespace[-12:].strip("-")}
+            await kubectl("patch", "inferenceservice", "mistral-pd", "-n", namespace, "--type", "merge", "-p",
+                          json.dumps({"spec": {"rollout": {"pairingProtocol": "kv-v2"},
+                                               "decoder": {"nodeSelector": late}}}))
+
+            async def engine_held() -> Obj | None:
+                status = (await get_json(control_plane, "inferenceservice", "mistral-pd", "-n", namespace))["status"]
+                hold = status["components"]["engine"]["lifecycle"].get("rolloutHold") or {}
+                engine = (await replicas_of(control_plane, namespace, "mistral-pd"))["engine"]["status"]
+                return hold if hold.get("gate") == "Pairing" and engine.get("updatedReadyReplicas") == 1 and \
+                    engine.get("replicas") == 2 else None
+
+            hold = await wait_for(engine_held, timeout=120, what="the last kv-v1 engine held by the Pairing gate",
+                                  describe=describe)
+            assert hold["reason"] == ("keeping one engine Instance on pairing protocol kv-v1 until a decoder "
+                                      "Instance on kv-v2 is ready"), hold
+            late_nodes = [await sim_nodes("gpu", labels=late) for _ in range(2)]
+            await model_agent.downloaded(PD_MODEL, gpu + late_nodes, PD_LEARNED)
+            await wait_for(lambda: rolled(PD_NEW_IMAGE, "kv-v2"), timeout=240, what="the new pairing protocol",
+                           describe=describe)
+        sampling = False
+        await sampler
+        unpaired = [s for s in samples if not any(s["engine"].get(t) and s["decoder"].get(t) for t in s["engine"])]
+        assert len(samples) > 20 and unpaired == [], (len(samples), unpaired[:5])
+        # Both moved together: each started moving before the other had finished (updatedReplicas in between).
+        def moving(history: Any) -> list[int]:
+            return [int(v["metadata"]["resourceVersion"]) for v in history.versions
+                    if 0 < int((v.get("status") or {}).get("updatedReplicas") or 0) < 2]
+
+        engine_moving, decoder_moving = moving(engine_history), moving(decoder_history)
+        assert engine_moving and decoder_moving
+        assert min(engine_moving) < max(decoder_moving) and min(decoder_moving) < max(engine_moving)
+        status = (await get_json(control_plane, "inferenceservice", "mistral-pd", "-n", namespace))["status"]
+        assert status["rollout"]["lastRun"]["outcome"] == "Completed"
+    finally:
+        await kubectl("delete", "inferenceservice", "mistral-pd", "-n", namespace, "--wait=false")
+        await kubectl("delete", "clusterservingruntime", "srt-pd-groups", "--ignore-not-found")

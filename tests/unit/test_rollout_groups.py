@@ -23,7 +23,7 @@ def member(name: str, desired: int, *, new: int = 0, new_ready: int | None = Non
     rows = [(target, i < ready, i >= new - failed) for i in range(new)]
     rows += [(OLD, True, False) for _ in range(max(desired - new, 0))]
     return r.Member(name=name, desired=desired, target=target, stable=stable, revisions=tuple(rows),
-                    strategy=strategy, pairing=pairing, stable_pairing=stable_pairing)
+                    strategy=strategy, pairing=pairing, pairings={target: pairing, OLD: stable_pairing})
 
 
 def plan(groups: list[dict[str, Any]], *members: r.Member, annotations: dict[str, str] | None = None,
@@ -317,3 +317,15 @@ def test_a_retarget_supersedes_the_run_and_keeps_the_stable_revision() -> None:
     canary = moved.components["engine"]["canary"]
     assert (canary["canaryRevisionHash"], canary["stableRevisionHash"], canary["currentStep"]) == (
         "cccc3333", OLD, 0)
+
+
+def test_pairing_follows_the_revision_the_run_pinned_as_stable() -> None:
+    """Once half the engines moved, the replica's own currentRevision may name the new revision; the gate still
+    compares against the token of the revision the run started from."""
+    token = {"pairing": "kv-v2", "stable_pairing": "kv-v1"}
+    groups = [{"components": ["engine", "decoder"]}]
+    first = plan(groups, member("engine", 2, **token), member("decoder", 2, **token))
+    later = plan(groups, member("engine", 2, new=1, stable=NEW, **token),
+                 member("decoder", 2, new=1, new_ready=0, **token), previous=carry(first))
+    assert later.directives["engine"].partition == 1
+    assert later.directives["engine"].hold is not None and later.directives["engine"].hold[0] == "Pairing"

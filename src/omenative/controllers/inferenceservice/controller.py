@@ -240,7 +240,9 @@ class InferenceServiceController:
         return rollout.Member(
             name=part.name, desired=desired_instances(ir) if ir is not None else part.min_replicas, target=target,
             stable=stable, revisions=revisions, strategy=strategy or rollout.SURGE_THEN_DRAIN,
-            pairing=pairing_of(part.runners), stable_pairing=self.revision_pairing(meta, part.name, stable))
+            pairing=pairing_of(part.runners),
+            pairings={rev: self.revision_pairing(meta, part.name, rev)
+                      for rev in {rev for rev, _, _ in revisions} | ({stable} if stable else set()) if rev})
 
     def revision_pairing(self, meta: Obj, component: str, revision: str | None) -> str | None:
         """The pairing token a revision's pods carry, from its ControllerRevision."""

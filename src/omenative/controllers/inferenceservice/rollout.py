@@ -51,7 +51,7 @@ class Member:
     revisions: tuple[tuple[str, bool, bool], ...] = ()  # per live Instance: (revision, ready, failed)
     strategy: str = SURGE_THEN_DRAIN
     pairing: str | None = None  # the target revision's ome.io/pairing-protocol
-    stable_pairing: str | None = None  # the stable revision's
+    pairings: dict[str, str | None] = attrs.field(factory=dict)  # the token of each revision its Instances run
 
     def on(self, revision: str | None) -> int:
         return sum(1 for rev, _, _ in self.revisions if rev == revision)
@@ -206,7 +206,11 @@ class _Planner:
         Instance cannot keep one back (it would never move): it is exempt."""
         by_name = {m.name: m for m in members}
         engine, decoder = by_name.get(c.ENGINE), by_name.get(c.DECODER)
-        if engine is None or decoder is None or engine.pairing == engine.stable_pairing:
+        if engine is None or decoder is None:
+            return
+        # The token the run moves away from: the one of the revision pinned as stable when it opened.
+        old = engine.pairings.get(self.stable_of(engine.name) or "", engine.pairing)
+        if old == engine.pairing:
             return
         for side, peer in ((engine, decoder), (decoder, engine)):
             if side.desired <= 1 or peer.ready_on(peer.target) > 0:
@@ -214,7 +218,7 @@ class _Planner:
             self.set(side.name, partition=1)
             if side.on(side.target) >= side.desired - 1:
                 self.hold(side.name, "Pairing", (
-                    f"keeping one {side.name} Instance on pairing protocol {side.stable_pairing or '(none)'} "
+                    f"keeping one {side.name} Instance on pairing protocol {old or '(none)'} "
                     f"until a {peer.name} Instance on {peer.pairing or '(none)'} is ready"))
 
     # -- rolling update
