@@ -20,6 +20,7 @@ from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
 from tests.support.history import recorded
 from tests.support.omenative import inline_component, inline_service
+from tests.support.rollout_specs import EDITS, REJECTED, WARNED
 from tests.support.wait import wait_for
 
 Obj = dict[str, Any]
@@ -414,3 +415,48 @@ async def test_a_prefill_decode_group_moves_together_and_always_keeps_a_pair(
     finally:
         await kubectl("delete", "inferenceservice", "mistral-pd", "-n", namespace, "--wait=false")
         await kubectl("delete", "clusterservingruntime", "srt-pd-groups", "--ignore-not-found")
+
+
+PREFIX = 'admission webhook "inferenceservice.ome-webhook-server.validator" denied the request:'
+
+
+async def test_every_rollout_admission_reason_through_kubectl(
+    control_plane: ControlPlane, omenative: ControllerProcess, namespace: str,
+) -> None:
+    """Each spec of tests/support/rollout_specs.py applied with kubectl: refused with the documented prefix and its
+    reason, or admitted with a warning naming it; the edits are refused against the stored object."""
+    kubectl = control_plane.kubectl
+
+    def body(name: str, spec: Obj, annotations: dict[str, str] | None = None) -> str:
+        meta: Obj = {"name": name, "namespace": namespace}
+        if annotations:
+            meta["annotations"] = annotations
+        return json.dumps({"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "metadata": meta,
+                           "spec": spec})
+
+    seen: set[str] = set()
+    for i, (reason, spec, notes) in enumerate(REJECTED):
+        out = await kubectl("apply", "--dry-run=server", "-f", "-", stdin=body(f"bad-{i}", spec, notes),
+                            check=False)
+        assert out.returncode != 0 and PREFIX in out.stderr and f"({reason})" in out.stderr, (reason, out.output)
+        seen.add(reason)
+    for i, (reason, spec, notes) in enumerate(WARNED):
+        out = await kubectl("apply", "--dry-run=server", "-f", "-", stdin=body(f"warned-{i}", spec, notes),
+                            check=False)
+        assert out.returncode == 0 and f"({reason})" in out.stderr, (reason, out.output)
+        seen.add(reason)
+    for i, (reason, old, new) in enumerate(EDITS):
+        name = f"edited-{i}"
+        await kubectl("apply", "-f", "-", stdin=body(name, old))
+        out = await kubectl("apply", "-f", "-", stdin=body(name, new), check=False)
+        assert out.returncode != 0 and PREFIX in out.stderr and f"({reason})" in out.stderr, (reason, out.output)
+        seen.add(reason)
+        await kubectl("delete", "inferenceservice", name, "-n", namespace, "--wait=false")
+    # Every reason of the pages' tables, rejections and warnings.
+    assert seen == {
+        "CoordinationRequiresOMENative", "CanaryRequiresOMENative", "InvalidComponentInCoordinationGroup",
+        "OrphanCoordinationGroup", "DuplicateComponentInCoordinationGroups", "GroupOrderingNotHonored",
+        "SoakNotHonored", "OrderNotHonored", "InvalidRollingUpdateInteger", "InvalidRollingUpdatePercent",
+        "ZeroBudgetPacingUnstartable", "RollingUpdateLockstepViolation", "PairingProtocolChangeUncoordinated",
+        "RolloutPolicyRefUnsupported", "CanaryInvalid", "MultipleCanaryGroups", "InvalidDuration", "AnalysisInvalid",
+        "RatioToleranceTooHigh", "RolloutTimeoutTooShort"}

@@ -108,7 +108,7 @@ async def test_the_webhook_refuses_and_warns_through_kubectl(
         del leader_only["spec"]["engine"]["worker"]
         out = await control_plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(leader_only), check=False)
         assert out.returncode != 0
-        assert ('admission webhook "inferenceservice.validating.omenative.io" denied the request: engine declares '
+        assert ('admission webhook "inferenceservice.ome-webhook-server.validator" denied the request: engine declares '
                 "leader without worker") in out.stderr
 
         too_long = copy.deepcopy(isvc)

@@ -79,8 +79,8 @@ async def test_omenative_runs_in_the_cluster_from_deploy(real_cluster: ControlPl
             return None if any(text in out.stderr for text in transport) else out.stderr
 
         refusal = await wait_for(refused_by_the_webhook, timeout=60, interval=1, what="the webhook answering")
-        assert 'admission webhook "inferenceservice.validating.omenative.io" denied the request: engine declares ' \
-               "leader without worker" in refusal
+        assert 'admission webhook "inferenceservice.ome-webhook-server.validator" denied the request: ' \
+               "engine declares leader without worker" in refusal
 
         # The e2e suites of both guides, against omenative in the cluster: its ServiceAccount, its webhook behind its
         # Service, and the e2e suites' grace periods (set above). They run on simulated GPU nodes of their own.

@@ -14,6 +14,7 @@ from omenative.api.config import ControllerConfig
 from omenative.api.defaults import is_multi_pod, replica_bounds, worker_size
 from omenative.api.merge import merge_component
 from omenative.api.modes import resolve_mode
+from omenative.api.rollout_validation import validate_rollout
 from omenative.api.selection import named_runtime_warning
 from omenative.api.types import BaseModelSpec, ServingRuntimeSpec
 from omenative.api.units import InvalidValue, parse_duration, resolve_int_or_percent
@@ -89,7 +90,8 @@ def _containers_text(merged: JSONDict) -> str:
     return "\n".join(parts)
 
 
-def validate_inference_service(obj: JSONDict, ctx: Context | None = None) -> Findings:
+def validate_inference_service(obj: JSONDict, ctx: Context | None = None, old: JSONDict | None = None) -> Findings:
+    """`old`: the stored object on an update, for the checks of an edit."""
     ctx = ctx or Context()
     errors: list[str] = []
     warnings: list[str] = []
@@ -178,6 +180,11 @@ def validate_inference_service(obj: JSONDict, ctx: Context | None = None) -> Fin
                     "ClusterFirstWithHostNet")
                 break
 
+    rollout_errors, rollout_warnings = validate_rollout(
+        spec, dict((obj.get("metadata") or {}).get("annotations") or {}),
+        (old.get("spec") or {}) if old else None)
+    errors += rollout_errors
+    warnings += rollout_warnings
     if ctx.runtime is not None and ctx.model is not None and ctx.runtime_name and ctx.model_name \
             and (spec.get("runtime") or {}).get("name"):
         warning = named_runtime_warning(ctx.runtime_name, ctx.model_name, ctx.model, ctx.runtime)

@@ -139,7 +139,8 @@ class WebhookServer:
         obj = req.get("object") or {}
         if req.get("operation") not in ("CREATE", "UPDATE") or not obj:
             return web.json_response(review_response(req, allowed=True))
-        findings = validate_inference_service(obj, self.admission_context(obj))
+        old = req.get("oldObject") if req.get("operation") == "UPDATE" else None
+        findings = validate_inference_service(obj, self.admission_context(obj), old=old or None)
         message = "; ".join(findings.errors)
         if not findings.allowed:
             log.info("rejected an InferenceService", name=(obj.get("metadata") or {}).get("name"), reason=message)
@@ -194,16 +195,16 @@ class WebhookServer:
             "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
             "metadata": {"name": CONFIGURATION, "labels": labels},
             "webhooks": [
-                {"name": "inferenceservice.validating.omenative.io", "rules": [rule("inferenceservices")],
+                {"name": "inferenceservice.ome-webhook-server.validator", "rules": [rule("inferenceservices")],
                  "clientConfig": self.client_config("/validate-inferenceservice"), **common},
-                {"name": "inferencereplica.validating.omenative.io", "rules": [rule("inferencereplicas")],
+                {"name": "inferencereplica.ome-webhook-server.validator", "rules": [rule("inferencereplicas")],
                  "clientConfig": self.client_config("/validate-inferencereplica"), **common},
             ]}
         mutating = {
             "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
             "metadata": {"name": CONFIGURATION, "labels": labels},
             "webhooks": [
-                {"name": "inferenceservice.defaulting.omenative.io", "rules": [rule("inferenceservices")],
+                {"name": "inferenceservice.ome-webhook-server.defaulter", "rules": [rule("inferenceservices")],
                  "clientConfig": self.client_config("/mutate-inferenceservice"), "reinvocationPolicy": "Never",
                  **common},
             ]}
