@@ -94,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also run components that declare no deployment mode (otherwise RawDeployment's)")
     for flag, _, help_text in CONFIG_FLAGS:
         run.add_argument(flag, default=None, help=help_text)
+    run.add_argument("--canary-analysis-prometheus-address", default=None,
+                     help="Prometheus HTTP API that canary analysis queries when a canary names no serverAddress")
     run.add_argument("--update-retry-attempts", type=int, default=None,
                      help="attempts at a revision that fails for a reason of its own before it is held (0: hold at "
                           "the first failure)")
@@ -120,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
 
     logs.configure(args.log_level, args.log_format)
     config = load_config(args.config, {field: getattr(args, field) for _, field, _ in CONFIG_FLAGS}
-                         | {"claim_unmoded": args.claim_unmoded, "update_retry_attempts": args.update_retry_attempts})
+                         | {"claim_unmoded": args.claim_unmoded, "update_retry_attempts": args.update_retry_attempts,
+                            "canary_analysis_prometheus_address": args.canary_analysis_prometheus_address})
     webhook = None
     if args.webhook_bind_address:
         from omenative.webhook.server import WebhookOptions

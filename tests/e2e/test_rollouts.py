@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import yaml
+from aiohttp import web
 from kubernetes_asyncio import client
 
 from omenative.api.instance_status import decode_rows
@@ -17,9 +18,10 @@ from tests.conftest import NodeFactory, describe_namespace
 from tests.e2e.conftest import ModelAgent
 from tests.support.catalog import CATALOG
 from tests.support.cluster import ControlPlane
-from tests.support.controller import ControllerProcess
+from tests.support.controller import ControllerProcess, free_port
 from tests.support.history import recorded
 from tests.support.omenative import inline_component, inline_service
+from tests.support.prometheus import running_prometheus
 from tests.support.rollout_specs import EDITS, REJECTED, WARNED
 from tests.support.wait import wait_for
 
@@ -460,3 +462,73 @@ async def test_every_rollout_admission_reason_through_kubectl(
         "ZeroBudgetPacingUnstartable", "RollingUpdateLockstepViolation", "PairingProtocolChangeUncoordinated",
         "RolloutPolicyRefUnsupported", "CanaryInvalid", "MultipleCanaryGroups", "InvalidDuration", "AnalysisInvalid",
         "RatioToleranceTooHigh", "RolloutTimeoutTooShort"}
+
+
+async def test_a_canary_gated_by_prometheus_analysis(
+    control_plane: ControlPlane, api: client.ApiClient, omenative: ControllerProcess, sim_nodes: NodeFactory,
+    namespace: str,
+) -> None:
+    """A real Prometheus scrapes a metric this test sets. Passing, the analysis advances the canary to completion;
+    failing, it rolls the next canary back after failureLimit samples; with Prometheus stopped, the sample is
+    inconclusive and onInconclusive: Rollback rolls the third back."""
+    await sim_nodes("gpu")
+    describe = lambda: describe_namespace(api, namespace)  # noqa: E731
+    errors = {"value": 0.0}
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(text=f'canary_errors{{inferenceservice="gated"}} {errors["value"]}\n')
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        async with running_prometheus([f"127.0.0.1:{port}"]) as prometheus:
+            isvc = inline_service("gated", namespace, engine=inline_component(4, image=V1))
+            isvc["spec"]["rollout"] = {"groups": [{"components": ["engine"], "canary": {
+                "prometheus": {"serverAddress": f"http://127.0.0.1:{prometheus.port}"},
+                "steps": [{"capacity": "25%", "traffic": 10, "analysis": {
+                    "interval": "1s", "failureLimit": 2, "onInconclusive": "Rollback", "metrics": [
+                        {"name": "errors", "operator": "LT", "threshold": "0.5",
+                         "query": 'max(canary_errors{inferenceservice="{{.ISVCName}}"})'}]}},
+                    {"capacity": "100%", "traffic": 100}]}}]}
+            await serve(control_plane, api, isvc, {"engine": 4})
+
+            async def phase(wanted: str) -> Obj | None:
+                got, engine = await canary_phase(control_plane, namespace, "gated")
+                return engine if got == wanted else None
+
+            async with recorded(api, "inferenceservices", namespace, "gated") as history:
+                await set_images(control_plane, namespace, "gated", V2, "engine")
+                await wait_for(lambda: phase("Stable"), timeout=120, what="the analysed canary completed",
+                               describe=describe)
+            judged = [r for v in history.versions for r in ((((v.get("status") or {}).get("components") or {})
+                      .get("engine") or {}).get("canary") or {}).get("metricResults") or []]
+            assert judged and all(r["passed"] and r["value"] == "0" for r in judged), judged
+            assert settled((await replicas_of(control_plane, namespace, "gated"))["engine"], 4)
+
+            errors["value"] = 1.0
+            await wait_for(lambda: asyncio.to_thread(
+                prometheus.value, 'max(canary_errors{inferenceservice="gated"})'), timeout=30,
+                what="Prometheus scraped the failing value")
+            async with recorded(api, "inferenceservices", namespace, "gated") as history:
+                await set_images(control_plane, namespace, "gated", V3, "engine")
+                engine = await wait_for(lambda: phase("RolledBack"), timeout=120,
+                                        what="the failing canary rolled back", describe=describe)
+            failed = [((((v.get("status") or {}).get("components") or {}).get("engine") or {}).get("canary") or {})
+                      .get("analysisFailedChecks") for v in history.versions]
+            assert max(f or 0 for f in failed) == 2, failed  # rolled back at failureLimit, not before
+            assert engine["canary"]["rolledBackRevisionHash"] == engine["canary"]["canaryRevisionHash"]
+        # Prometheus is gone: the next canary's first sample is inconclusive, and onInconclusive rolls it back.
+        errors["value"] = 0.0
+        await set_images(control_plane, namespace, "gated", V1, "engine")
+        engine = await wait_for(lambda: phase("RolledBack"), timeout=120, what="the unjudgeable canary rolled back",
+                                describe=describe)
+        (result,) = engine["canary"]["metricResults"]
+        assert result["passed"] is False and result["message"].startswith("query failed"), result
+        pods = await get_json(control_plane, "pods", "-n", namespace, "-l", "ome.io/inferenceservice=gated")
+        assert {c["image"] for p in pods["items"] for c in p["spec"]["containers"]} == {V2}
+    finally:
+        await runner.cleanup()

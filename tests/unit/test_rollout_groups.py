@@ -4,8 +4,10 @@ manual and timed gates, promote, rollback and the ready timeout, and the pause."
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
+import attrs
 import pytest
 
 from omenative.controllers.inferenceservice import rollout as r
@@ -329,3 +331,98 @@ def test_pairing_follows_the_revision_the_run_pinned_as_stable() -> None:
                  member("decoder", 2, new=1, new_ready=0, **token), previous=carry(first))
     assert later.directives["engine"].partition == 1
     assert later.directives["engine"].hold is not None and later.directives["engine"].hold[0] == "Pairing"
+
+
+ANALYSED = [{"components": ["engine"], "canary": {"readyTimeout": "10m", "steps": [
+    {"capacity": "25%", "traffic": 10, "analysis": {
+        "interval": "1m", "initialDelay": "30s", "failureLimit": 2, "metrics": [
+            {"name": "errors", "operator": "LT", "threshold": "0.5",
+             "query": 'max(errors{inferenceservice="{{.ISVCName}}", revision_hash="{{ .CanaryRevision }}"})'}]}},
+    {"capacity": "100%", "traffic": 100}]}}]
+
+
+def at_analysis_gate(groups: list[dict[str, Any]] = ANALYSED) -> dict[str, Any]:
+    start = plan(groups, member("engine", 4))
+    ready = plan(groups, member("engine", 4, new=1), previous=carry(start), now=NOW + 10)
+    assert ready.components["engine"]["rolloutPhase"] == "Paused"
+    assert ready.components["engine"]["canary"]["gate"] == "Analysis"
+    assert ready.wake_in == pytest.approx(30)  # the warm-up
+    return carry(ready)
+
+
+def sample_of(value: float | None, error: str | None = None) -> list[dict[str, Any]]:
+    metric = ANALYSED[0]["canary"]["steps"][0]["analysis"]["metrics"][0]
+    return [r.judge(metric, None if value is None else [value], error, NOW)]
+
+
+def analysed(previous: dict[str, Any], sample: list[dict[str, Any]], now: float,
+             groups: list[dict[str, Any]] = ANALYSED) -> r.Outcome:
+    inputs = r.Inputs(groups=groups, members={"engine": member("engine", 4, new=1)}, annotations={},
+                      previous=previous, now=now)
+    requests = r.analysis_requests(inputs, "mistral-pd", "prod")
+    assert [q.group for q in requests] == [0]
+    return r.plan(attrs.evolve(inputs, samples={0: sample}), "mistral-pd")
+
+
+def test_analysis_is_due_after_the_warm_up_with_its_variables_rendered() -> None:
+    previous = at_analysis_gate()
+    early = r.Inputs(groups=ANALYSED, members={"engine": member("engine", 4, new=1)}, annotations={},
+                     previous=previous, now=NOW + 20)
+    assert r.analysis_requests(early, "mistral-pd", "prod") == []
+    due = attrs.evolve(early, now=NOW + 41)
+    (request,) = r.analysis_requests(due, "mistral-pd", "prod")
+    assert request.metrics[0]["query"] == f'max(errors{{inferenceservice="mistral-pd", revision_hash="{NEW}"}})'
+    assert request.component == "engine"
+
+
+def test_a_passing_sample_advances_the_step() -> None:
+    out = analysed(at_analysis_gate(), sample_of(0.1), NOW + 41)
+    assert out.components["engine"]["canary"]["currentStep"] == 1
+    assert "analysisFailedChecks" not in out.components["engine"]["canary"]
+    assert out.components["engine"]["canary"]["metricResults"][0]["passed"] is True
+
+
+def test_failing_samples_roll_back_at_the_failure_limit() -> None:
+    first = analysed(at_analysis_gate(), sample_of(0.9), NOW + 41)
+    assert first.components["engine"]["canary"]["analysisFailedChecks"] == 1
+    assert first.components["engine"]["rolloutPhase"] == "Paused"
+    assert first.components["engine"]["canary"]["metricResults"][0]["value"] == "0.9"
+    assert first.wake_in == pytest.approx(60)
+    second = analysed(carry(first, at_analysis_gate()), sample_of(0.7), NOW + 102)
+    assert second.components["engine"]["rolloutPhase"] == "RollingBack"
+    assert second.directives["engine"].rollback_to == OLD
+    assert [e[1] for e in second.events] == ["CanaryRollingBack"] and second.events[0][2].endswith("(analysis)")
+
+
+def test_an_inconclusive_sample_holds_then_fails_the_stalled_step() -> None:
+    held = analysed(at_analysis_gate(), sample_of(None, "query failed: connection refused"), NOW + 41)
+    assert held.components["engine"]["rolloutPhase"] == "Paused"
+    result = held.components["engine"]["canary"]["metricResults"][0]
+    assert result["passed"] is False and result["message"] == "query failed: connection refused"
+    stalled = analysed(carry(held), sample_of(None), NOW + 10 + 601)
+    assert stalled.components["engine"]["rolloutPhase"] == "Failed"
+
+
+def test_on_inconclusive_rollback_rolls_back_at_the_first_inconclusive_sample() -> None:
+    groups = copy.deepcopy(ANALYSED)
+    groups[0]["canary"]["steps"][0]["analysis"]["onInconclusive"] = "Rollback"
+    out = analysed(at_analysis_gate(groups), sample_of(None), NOW + 41, groups)
+    assert out.components["engine"]["rolloutPhase"] == "RollingBack"
+
+
+@pytest.mark.parametrize(("operator", "values", "passed"), [
+    ("LT", [0.1, 0.6], False),   # the highest value is judged for LT
+    ("GT", [0.6, 0.1], False),   # the lowest for GT
+    ("GTE", [0.5, 0.9], True),
+    ("LTE", [float("nan")], None),  # a ratio over zero requests: no data
+])
+def test_the_worst_value_is_judged(operator: str, values: list[float], passed: bool | None) -> None:
+    result = r.judge({"name": "m", "operator": operator, "threshold": "0.5"}, values, None, NOW)
+    if passed is None:
+        assert result["message"] == "no data" and "value" not in result
+    else:
+        assert result["passed"] is passed
+
+
+def test_an_unknown_template_variable_is_a_template_error() -> None:
+    assert r.render_query("x{{.Nope}}", {"ISVCName": "a"}) == (None, "template error: unknown variable .Nope")

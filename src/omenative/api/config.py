@@ -46,5 +46,8 @@ class ControllerConfig:
     # ome.io/rollout-ready-timeout annotation nor the group's readyTimeout says (None: no limit).
     rollout_ratio_tolerance: int = 5
     rollout_ready_timeout: str | None = "15m"
+    # Where canary analysis queries go when the canary names no serverAddress (OME's
+    # canaryAnalysis.bundledPrometheusAddress); None: such a canary's samples are inconclusive.
+    canary_analysis_prometheus_address: str | None = None
     # Also run components that declare no deployment mode at all (they would be RawDeployment).
     claim_unmoded: bool = False

@@ -29,6 +29,15 @@ repairs_held_total = CounterMetric(
     "omenative_repairs_held", "Repairs held back because the component's unavailability budget was used up (one per "
     "episode, as the RepairHeld event)", ["component"],
 )
+# OME's canary metrics (canary-analysis.md "Controller metrics"), per InferenceService as OME labels them.
+canary_analysis_evaluations_total = CounterMetric(
+    "ome_canary_analysis_evaluations", "Judged canary analysis samples, by result (pass, fail or inconclusive)",
+    ["namespace", "isvc", "component", "result"],
+)
+canary_rollback_total = CounterMetric(
+    "ome_canary_rollback", "Canary rollbacks, by cause (analysis or manual)",
+    ["namespace", "isvc", "component", "cause"],
+)
 
 # Created at 0 (for restarts, the commonest causes), so alerts have their series before the first one.
 for _component in c.COMPONENTS:

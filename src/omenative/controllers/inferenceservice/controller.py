@@ -7,6 +7,7 @@ from collections.abc import Awaitable
 from functools import partial
 from typing import Any
 
+import attrs
 import structlog
 
 from omenative.api import constants as c
@@ -17,6 +18,7 @@ from omenative.api.selection import Candidate, no_runtime_message, select_runtim
 from omenative.api.types import BaseModelSpec
 from omenative.api.validation import Context as Admission
 from omenative.api.validation import validate_inference_service
+from omenative.controllers import fleet_metrics
 from omenative.controllers.context import BY_ISVC, Context, current_revision
 from omenative.controllers.inferenceservice import desired, rollout
 from omenative.controllers.inferenceservice.status import build_status
@@ -25,6 +27,7 @@ from omenative.kube.client import JSON_PATCH, ApiError
 from omenative.kube.controller import Result, split_key
 from omenative.kube.expectations import expected
 from omenative.kube.gather import gather_all
+from omenative.kube.prometheus import instant_query
 from omenative.kube.resources import (
     CLUSTER_SERVING_RUNTIMES,
     CONTROLLER_REVISIONS,
@@ -163,7 +166,7 @@ class InferenceServiceController:
         if findings.errors:
             problems.append(("InvalidSpec", "; ".join(findings.errors)))
         refused: list[tuple[str, str, str]] = []
-        outcome = self.plan_rollout(isvc, plan) if not problems else None
+        outcome = await self.plan_rollout(isvc, plan) if not problems else None
         if outcome is not None:
             plan = desired.with_rollout(plan, outcome)
             if rollout_changed(isvc.get("status") or {}, outcome):
@@ -206,7 +209,7 @@ class InferenceServiceController:
         return None
 
     # -- rollout
-    def plan_rollout(self, isvc: Obj, plan: desired.Plan) -> rollout.Outcome | None:
+    async def plan_rollout(self, isvc: Obj, plan: desired.Plan) -> rollout.Outcome | None:
         """The rollout groups' and the pause's directives for every component; None when the InferenceService
         has neither (its components roll out on their own, unpaced)."""
         spec: Obj = isvc.get("spec") or {}
@@ -217,11 +220,44 @@ class InferenceServiceController:
                 not previous.get("rolloutCoordination"):
             return None
         members = {part.name: self.member(isvc, part) for part in plan.components}
-        return rollout.plan(rollout.Inputs(groups=groups, members=members, annotations=annotations,
-                                           previous=previous, now=self.ctx.wall_clock(),
-                                           default_tolerance=self.ctx.config.rollout_ratio_tolerance,
-                                           default_ready_timeout=self.ctx.config.rollout_ready_timeout),
-                            isvc["metadata"]["name"])
+        config = self.ctx.config
+        inputs = rollout.Inputs(groups=groups, members=members, annotations=annotations, previous=previous,
+                                now=self.ctx.wall_clock(), default_tolerance=config.rollout_ratio_tolerance,
+                                default_ready_timeout=config.rollout_ready_timeout,
+                                default_prometheus=config.canary_analysis_prometheus_address)
+        meta = isvc["metadata"]
+        requests = rollout.analysis_requests(inputs, meta["name"], meta["namespace"])
+        if requests:
+            inputs = attrs.evolve(inputs, samples={r.group: await self.sample(r, inputs.now) for r in requests})
+            for request in requests:
+                fleet_metrics.canary_analysis_evaluations_total.labels(
+                    namespace=meta["namespace"], isvc=meta["name"], component=request.component,
+                    result=rollout.verdict(inputs.samples[request.group])).inc()
+        outcome = rollout.plan(inputs, meta["name"])
+        for _, reason, message in outcome.events:
+            if reason == "CanaryRollingBack":
+                cause = "analysis" if message.endswith("(analysis)") else "manual"
+                component = next(iter(outcome.components), "engine")
+                fleet_metrics.canary_rollback_total.labels(namespace=meta["namespace"], isvc=meta["name"],
+                                                           component=component, cause=cause).inc()
+        return outcome
+
+    async def sample(self, request: rollout.AnalysisRequest, now: float) -> list[Obj]:
+        """One analysis sample: every metric's query, judged."""
+        results = []
+        for metric in request.metrics:
+            values: list[float] | None = None
+            error: str | None
+            if metric.get("templateError"):
+                error = str(metric["templateError"])
+            elif not request.address:
+                error = ("no Prometheus to ask: the canary names no serverAddress and omenative runs "
+                         "without --canary-analysis-prometheus-address (metric provider bindings are not "
+                         "supported)")
+            else:
+                values, error = await instant_query(request.address, str(metric["query"]), request.headers)
+            results.append(rollout.judge(metric, values, error, now))
+        return results
 
     def member(self, isvc: Obj, part: desired.ComponentPlan) -> rollout.Member:
         ctx = self.ctx

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from typing import Any
 
 import attrs
@@ -77,6 +78,9 @@ class Inputs:
     now: float
     default_tolerance: int = 5
     default_ready_timeout: str | None = None
+    # Analysis samples the controller just took, by group index: one metricResults entry per metric.
+    samples: dict[int, list[Obj]] = attrs.field(factory=dict)
+    default_prometheus: str | None = None  # where analysis queries go when the canary names no serverAddress
 
 
 @attrs.frozen(kw_only=True)
@@ -446,16 +450,19 @@ def _canary(planner: _Planner, index: int, group: Obj, isvc: str) -> None:
     last = step_index == len(steps) - 1
     counts = {m.name: canary_count(step.get("capacity"), m.desired) for m in members}
 
-    # A rollback, asked for or by a failed analysis, moves every member back at once.
-    if rollback_asked and not paused:
+    def roll_back(cause: str) -> None:
+        """Moves every member back to its stable revision at once, and holds the rejected one."""
         state["rolledBackRevisionHash"] = target
         state["observedTrafficWeight"] = 0
         for member in members:
             if stables[member.name] and stables[member.name] != member.target:
                 planner.set(member.name, rollback_to=stables[member.name])
         planner.events.append(("Normal", "CanaryRollingBack", f"rolling the canary {target} back to the stable "
-                                                              f"revision {state.get('stableRevisionHash')}"))
+                                                              f"revision {state.get('stableRevisionHash')} ({cause})"))
         _canary_status(planner, primary, state, ROLLING_BACK, isvc, target, state.get("stableRevisionHash"), 0)
+
+    if rollback_asked and not paused:
+        roll_back("ome.io/rollout-rollback")
         return
 
     for member in members:
@@ -506,7 +513,20 @@ def _canary(planner: _Planner, index: int, group: Obj, isvc: str) -> None:
         opens = inputs.now >= ready_at + wait
         if not opens:
             planner.wake_at(ready_at + wait)
-    else:  # Manual; an analysis gate is not evaluated yet and waits for a promote like a manual one
+    elif gate == "Analysis":
+        judged = _analysis(planner, index, step, state, ready_at, canary_spec)
+        if judged == "rollback":
+            roll_back("analysis")
+            return
+        if judged == "failed":
+            planner.events.append(("Warning", "CanaryFailed", (
+                f"canary step {step_index + 1}: its analysis stayed inconclusive past the ready timeout; the "
+                "stable Instances keep serving")))
+            _canary_status(planner, primary, state, FAILED, isvc, target, state.get("stableRevisionHash"),
+                           int(state.get("observedTrafficWeight") or 0))
+            return
+        opens = judged == "pass" or (promoted and not paused)  # a promote overrides the analysis of this step
+    else:  # Manual
         opens = promoted and not paused
     if last and opens:
         delay = float(canary_spec.get("scaleDownDelaySeconds") or 0)
@@ -525,7 +545,8 @@ def _canary(planner: _Planner, index: int, group: Obj, isvc: str) -> None:
             return
         nxt = steps[step_index + 1]
         state.update(currentStep=step_index + 1, stepEnteredTime=format_time(inputs.now))
-        state.pop("stepReadyTime", None)
+        for key in ("stepReadyTime", "analysisFailedChecks", "lastConclusiveEvaluationTime"):
+            state.pop(key, None)  # each step's analysis starts afresh (the last sample stays on record)
         for member in members:
             planner.set(member.name, partition=max(0, member.desired - canary_count(nxt.get("capacity"),
                                                                                      member.desired)))
@@ -539,6 +560,145 @@ def _canary(planner: _Planner, index: int, group: Obj, isvc: str) -> None:
     state["gate"] = gate
     _canary_status(planner, primary, state, phase, isvc, target, state.get("stableRevisionHash"),
                    state["observedTrafficWeight"])
+
+
+# ------------------------------------------------------------------------------------------ canary analysis
+
+TEMPLATE = re.compile(r"\{\{\s*\.(\w+)\s*\}\}")
+
+
+@attrs.frozen(kw_only=True)
+class AnalysisRequest:
+    """One sample the controller should take now: every metric's query, rendered, against one source."""
+
+    group: int
+    component: str  # the canary's primary component
+    address: str | None
+    headers: dict[str, str]
+    metrics: list[Obj]  # each: name, operator, threshold, query (rendered) or templateError
+
+
+def render_query(query: str, variables: dict[str, str]) -> tuple[str | None, str | None]:
+    """The query with its template variables filled in, or (None, the template error)."""
+    missing = [name for name in TEMPLATE.findall(query) if name not in variables]
+    if missing:
+        return None, f"template error: unknown variable .{missing[0]}"
+    rendered = TEMPLATE.sub(lambda m: variables[m.group(1)], query)
+    if "{{" in rendered or "}}" in rendered:
+        return None, "template error: malformed action"
+    return rendered, None
+
+
+def judge(metric: Obj, values: list[float] | None, error: str | None, now: float) -> Obj:
+    """One metric of a sample: its worst value (the highest for LT/LTE, the lowest for GT/GTE) against the
+    threshold. No numbers, a NaN (a ratio over zero requests) or an error makes it inconclusive."""
+    out: Obj = {"name": metric.get("name"), "threshold": str(metric.get("threshold")),
+                "operator": metric.get("operator"), "passed": False, "time": format_time(now)}
+    finite = [v for v in values or [] if math.isfinite(v)]
+    if error is not None:
+        out["message"] = error
+        return out
+    if not finite:
+        out["message"] = "no data"
+        return out
+    operator = str(metric.get("operator"))
+    worst = max(finite) if operator in ("LT", "LTE") else min(finite)
+    threshold = float(str(metric.get("threshold")))
+    out["value"] = f"{worst:g}"
+    out["passed"] = {"LT": worst < threshold, "LTE": worst <= threshold, "GT": worst > threshold,
+                     "GTE": worst >= threshold}.get(operator, False)
+    return out
+
+
+def verdict(results: list[Obj]) -> str:
+    if any("value" in r and not r["passed"] for r in results):
+        return "fail"
+    if results and all(r["passed"] for r in results):
+        return "pass"
+    return "inconclusive"
+
+
+def _analysis_due(step: Obj, state: Obj, now: float) -> float | None:
+    """When the step's next sample is due (None: the step is not waiting on its analysis)."""
+    analysis = step.get("analysis") or {}
+    ready_at = parse_time(state.get("stepReadyTime"))
+    if not analysis or ready_at is None:
+        return None
+    first = ready_at + (_duration(analysis.get("initialDelay")) or 0.0)
+    last = parse_time(state.get("lastEvaluationTime"))
+    interval = _duration(analysis.get("interval")) or 60.0
+    return max(first, last + interval) if last is not None else first
+
+
+def analysis_requests(inputs: Inputs, isvc: str, namespace: str) -> list[AnalysisRequest]:
+    """The samples due now: canaries at an analysis gate whose warm-up and interval have passed. The controller
+    takes them and plans again with the results (Inputs.samples)."""
+    out: list[AnalysisRequest] = []
+    if inputs.annotations.get(PAUSED_ANNOTATION) in ("true", "freeze"):
+        return out  # a paused canary holds its step: nothing to judge
+    for index, group in enumerate(inputs.groups):
+        names = [n for n in (group.get("components") or []) if n in inputs.members]
+        if progression(group) != "Canary" or not names:
+            continue
+        primary = primary_of(names)
+        block = (inputs.previous.get("components") or {}).get(primary) or {}
+        state = block.get("canary") or {}
+        steps = list((group.get("canary") or {}).get("steps") or [])
+        step_index = int(state.get("currentStep") or 0)
+        if block.get("rolloutPhase") not in (CANARYING, PAUSED, PROMOTING) or state.get("gate") != "Analysis" or \
+                not 0 <= step_index < len(steps) or state.get("canaryRevisionHash") != inputs.members[primary].target:
+            continue
+        step = steps[step_index]
+        due = _analysis_due(step, state, inputs.now)
+        if due is None or inputs.now < due:
+            continue
+        canary, stable = str(state.get("canaryRevisionHash")), str(state.get("stableRevisionHash") or "")
+        variables = {"Namespace": namespace, "ISVCName": isvc, "Component": primary, "CanaryRevision": canary,
+                     "StableRevision": stable, "CanaryService": f"{isvc}-{primary}-rev-{canary}",
+                     "StableService": f"{isvc}-{primary}-rev-{stable}"}
+        metrics = []
+        for metric in (step.get("analysis") or {}).get("metrics") or []:
+            query, error = render_query(str(metric.get("query") or ""), variables)
+            metrics.append({**metric, "query": query, "templateError": error})
+        source = (group.get("canary") or {}).get("prometheus") or {}
+        address = source.get("serverAddress") or (None if source.get("providerRef") else inputs.default_prometheus)
+        out.append(AnalysisRequest(group=index, component=primary, address=address,
+                                   headers=dict(source.get("headers") or {}), metrics=metrics))
+    return out
+
+
+def _analysis(planner: _Planner, index: int, step: Obj, state: Obj, ready_at: float, canary_spec: Obj) -> str:
+    """Judges the sample just taken (if any): `pass` opens the gate (after the step's pause as a bake), `rollback`
+    and `failed` end the canary, `wait` holds it until the next sample."""
+    inputs = planner.inputs
+    analysis = step.get("analysis") or {}
+    sample = inputs.samples.get(index)
+    now = inputs.now
+    result = "wait"
+    if sample is not None:
+        state["lastEvaluationTime"] = format_time(now)
+        state["metricResults"] = sample
+        judged = verdict(sample)
+        if judged != "inconclusive":
+            state["lastConclusiveEvaluationTime"] = format_time(now)
+        if judged == "fail":
+            state["analysisFailedChecks"] = int(state.get("analysisFailedChecks") or 0) + 1
+            if state["analysisFailedChecks"] >= int(analysis.get("failureLimit") or 1):
+                return "rollback"
+        elif judged == "inconclusive" and analysis.get("onInconclusive") == "Rollback":
+            return "rollback"
+        elif judged == "pass":
+            bake = _duration((step.get("pause") or {}).get("duration")) or 0.0
+            result = "pass" if now >= ready_at + bake else "wait"
+    # A stall: no conclusive sample for longer than the ready timeout.
+    timeout = _ready_timeout(inputs, canary_spec)
+    conclusive = parse_time(state.get("lastConclusiveEvaluationTime")) or ready_at
+    if result == "wait" and timeout is not None and state.get("lastEvaluationTime") and now - conclusive >= timeout:
+        return "rollback" if analysis.get("onInconclusive") == "RollbackOnStall" else "failed"
+    due = _analysis_due(step, state, now)
+    if due is not None:
+        planner.wake_at(max(due, now + 0.5))
+    return result
 
 
 def _completed(state: Obj) -> Obj:
