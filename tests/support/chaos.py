@@ -1,4 +1,5 @@
-"""Crash safety, shown: each run starts an operation (create, restart, update, scale-down, teardown), SIGKILLs the
+"""Crash safety, shown: each run starts an operation (create, restart, update, scale-down, teardown; a rollout group's
+update, a canary promoted, a canary rolled back), SIGKILLs the
 controller at a random moment of it, starts it again, and checks that the operation finishes with the invariants
 intact. `hack/chaos.sh` runs it at scale and prints the figures; the test suite runs a short version.
 
@@ -11,7 +12,8 @@ Invariants, checked from every pod version a watch delivers during the run and f
   exactly its pods at one incarnation, and a teardown leaves no pod, PodGroup or InferenceReplica;
 - converges: the operation's end state is reached within the deadline.
 
-    python -m tests.support.chaos [--runs 30] [--scenarios create,restart,update,scale-down,teardown]
+    python -m tests.support.chaos [--runs 30] [--scenarios create,restart,update,scale-down,teardown,group-update,
+                                                            canary,canary-rollback]
 """
 
 from __future__ import annotations
@@ -40,7 +42,12 @@ from tests.support.nodes import node_manifest
 from tests.support.omenative import install_crds, start_controller, stop_controller
 
 Obj = dict[str, Any]
-SCENARIOS = ("create", "restart", "update", "scale-down", "teardown")
+LIFECYCLE = ("create", "restart", "update", "scale-down", "teardown")
+# Rollouts (issue 14): a blue-green group of engine and decoder, a canary promoted past its manual gate, and a canary
+# rolled back from it.
+ROLLOUTS = ("group-update", "canary", "canary-rollback")
+SCENARIOS = LIFECYCLE + ROLLOUTS
+CANARY_STEPS = [{"capacity": "25%", "traffic": 10, "pause": {}}, {"capacity": "100%", "traffic": 100}]
 KILL_WINDOW = 1.0  # seconds after the operation starts, when no calibrated window is given
 IMAGE = "example.invalid/server:1"
 NEW_IMAGE = "example.invalid/server:2"
@@ -57,6 +64,25 @@ def inference_service(name: str, namespace: str, replicas: int, image: str = IMA
                 "minReplicas": replicas, "maxReplicas": replicas, "tolerations": toleration,
                 "leader": {"runner": dict(runner)}, "worker": {"size": 1, "runner": dict(runner)},
                 "lifecycle": {"updateStrategy": {"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 1}}}}}}
+
+
+def rollout_service(name: str, namespace: str, scenario: str, image: str = IMAGE) -> Obj:
+    """Single-pod components in a rollout group: engine and decoder (two each) blue-green, or four engines in a
+    canary that waits for a promote after its first step."""
+    toleration = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+    def component(replicas: int) -> Obj:
+        return {"minReplicas": replicas, "maxReplicas": replicas, "tolerations": toleration,
+                "runner": {"name": "ome-container", "image": image, "resources": {"requests": {"cpu": "1"}}}}
+
+    if scenario == "group-update":
+        spec = {"engine": component(2), "decoder": component(2),
+                "rollout": {"groups": [{"components": ["engine", "decoder"]}]}}
+    else:
+        spec = {"engine": component(4),
+                "rollout": {"groups": [{"components": ["engine"], "canary": {"steps": CANARY_STEPS}}]}}
+    return {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": name, "namespace": namespace}, "spec": {"deploymentMode": "OMENative", **spec}}
 
 
 @attrs.define
@@ -219,6 +245,8 @@ class Chaos:
     async def run(self, scenario: str, index: int, rng: random.Random, timeout: float = 120,
                   window: float | None = KILL_WINDOW) -> Run:
         """One run; with `window` None, no kill: `converged_after` is then the operation's own duration."""
+        if scenario in ROLLOUTS:
+            return await self.run_rollout(scenario, index, rng, timeout, window)
         name = f"{scenario}-{index}"
         kill_after = rng.uniform(0.0, window) if window is not None else 0.0
         result = Run(scenario=scenario, kill_after=kill_after)
@@ -304,6 +332,134 @@ class Chaos:
                 f"[{r.operation.step}->{r.operation.surge_index}]" if r.operation and r.operation.surge_index
                 is not None else f"[{r.operation.type}]" if r.operation else "") for r in decode_rows(v.get("status")))
                 for v in rows.versions]
+        return result
+
+    # -- rollouts
+    async def component_settled(self, name: str, component: str, replicas: int, image: str) -> bool:
+        """One single-pod component runs exactly `replicas` Ready Instances on `image`."""
+        try:
+            replica = dict(await self.custom.get_namespaced_custom_object(
+                "ome.io", "v1beta1", self.namespace, "inferencereplicas", f"{name}-{component}"))
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        status = replica.get("status") or {}
+        rows = decode_rows(status)
+        pods = [p for p in await self.pods(name) if not p["metadata"].get("deletionTimestamp")
+                and p["metadata"]["labels"].get("component") == component]
+        return (status.get("observedGeneration") == replica["metadata"].get("generation")
+                and len(rows) == replicas and all(r.phase == "Ready" for r in rows)
+                and status.get("readyReplicas") == replicas and len(pods) == replicas
+                and {c["image"] for p in pods for c in p["spec"]["containers"]} == {image}
+                and status.get("currentRevision") == status.get("updateRevision"))
+
+    async def canary_phase(self, name: str) -> tuple[str | None, Obj]:
+        isvc = await self.custom.get_namespaced_custom_object("ome.io", "v1beta1", self.namespace,
+                                                              "inferenceservices", name)
+        engine = ((isvc.get("status") or {}).get("components") or {}).get("engine") or {}
+        return engine.get("rolloutPhase"), engine.get("canary") or {}
+
+    async def run_rollout(self, scenario: str, index: int, rng: random.Random, timeout: float,
+                          window: float | None) -> Run:
+        """A rollout (group update, canary promoted, canary rolled back) with the controller killed at a random
+        moment of it: it must end on the right revision with each Instance moved once."""
+        name = f"{scenario}-{index}"
+        kill_after = rng.uniform(0.0, window) if window is not None else 0.0
+        result = Run(scenario=scenario, kill_after=kill_after)
+        await self.controller()
+        sizes = {"engine": 2, "decoder": 2} if scenario == "group-update" else {"engine": 4}
+        await self.kubectl_apply(rollout_service(name, self.namespace, scenario))
+
+        async def on(image: str) -> bool:
+            return all([await self.component_settled(name, c, n, image) for c, n in sizes.items()])
+
+        if await self.wait(lambda: on(IMAGE), timeout) is None:
+            result.violations.append("setup did not settle")
+            return result
+        pods = PodWatch(self.api, self.namespace, name)
+        await pods.start()
+        answered: dict[str, int] = {}  # the resourceVersion of the promote or rollback request
+
+        async def operate() -> None:
+            await self.kubectl_apply(rollout_service(name, self.namespace, scenario, NEW_IMAGE))
+            if scenario == "group-update":
+                await self.wait(lambda: on(NEW_IMAGE), timeout)
+                return
+
+            async def paused() -> bool:
+                phase, canary = await self.canary_phase(name)
+                return phase == "Paused" and bool(canary.get("canaryRevisionHash"))
+
+            await self.wait(paused, timeout)
+            _, canary = await self.canary_phase(name)
+            key, value = ("ome.io/rollout-promote", canary["canaryRevisionHash"]) if scenario == "canary" else \
+                ("ome.io/rollout-rollback", "true")
+            patched = await self.custom.patch_namespaced_custom_object(
+                "ome.io", "v1beta1", self.namespace, "inferenceservices", name,
+                {"metadata": {"annotations": {key: value}}}, _content_type="application/merge-patch+json")
+            answered["version"] = int(patched["metadata"]["resourceVersion"])
+            final = ("Stable", NEW_IMAGE) if scenario == "canary" else ("RolledBack", IMAGE)
+
+            async def finished() -> bool:
+                return (await self.canary_phase(name))[0] == final[0] and await on(final[1])
+
+            await self.wait(finished, timeout)
+
+        async def done() -> bool:
+            if scenario == "group-update":
+                return await on(NEW_IMAGE)
+            phase, _ = await self.canary_phase(name)
+            return phase == ("Stable" if scenario == "canary" else "RolledBack") and \
+                await on(NEW_IMAGE if scenario == "canary" else IMAGE)
+
+        killed: ControllerProcess | None = None
+        async with recorded(self.api, "inferencereplicas", self.namespace, f"{name}-engine") as engine_rows:
+            try:
+                started = time.monotonic()
+                task = asyncio.create_task(operate())
+                if window is None:
+                    await asyncio.wait_for(task, timeout * 3)
+                    result.converged_after = time.monotonic() - started if await done() else None
+                    return result
+                await asyncio.sleep(kill_after)
+                result.mid_operation = not task.done()
+                assert self.process is not None
+                killed = self.process
+                await self.process.kill()
+                restarted = time.monotonic()
+                await self.controller()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(task, timeout * 3)
+                result.converged_after = time.monotonic() - restarted if await done() else None
+                await asyncio.sleep(0.5)  # let the watches deliver the last versions
+            finally:
+                await pods.stop()
+        result.violations += pods.violations
+        if result.converged_after is None:
+            result.violations.append(f"did not converge within {timeout:.0f}s")
+        created = len(pods.created.keys() - pods.initial)
+        expected = {"group-update": 4, "canary": 4, "canary-rollback": 2}[scenario]
+        if created != expected:  # each Instance moved once (a rollback: the canary's one, and its way back)
+            result.violations.append(f"{created} pods created by the rollout, expected {expected}")
+        limit = {"group-update": 6, "canary": 5, "canary-rollback": 5}[scenario]
+        if pods.max_instances > limit:
+            result.violations.append(f"{pods.max_instances} Instances at once, at most {limit} allowed")
+        if scenario != "group-update":
+            # The canary held at its first step (one new Instance) until the request: no step taken twice or early.
+            first = engine_rows.versions[0]["status"]["updateRevision"] if engine_rows.versions else None
+            early = [v["metadata"]["resourceVersion"] for v in engine_rows.versions
+                     if (v.get("status") or {}).get("updateRevision") != first
+                     and int((v.get("status") or {}).get("updatedReplicas") or 0) > 1
+                     and int(v["metadata"]["resourceVersion"]) < answered.get("version", 1 << 62)]
+            if scenario == "canary" and early:
+                result.violations.append(f"the canary moved past its manual gate before the promote: {early[:3]}")
+        await self.control_plane.kubectl("delete", "inferenceservice", name, "-n", self.namespace, "--wait=false")
+        if result.violations:
+            result.pods_created = list(pods.created.values())
+            result.logs = [str(p.log_path) for p in (killed, self.process) if p is not None]
+            result.timeline = [" ".join(f"{r.index}:{r.phase}/{r.running_revision}"
+                                        for r in decode_rows(v.get("status"))) for v in engine_rows.versions]
         return result
 
 
