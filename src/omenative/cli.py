@@ -35,6 +35,8 @@ CONFIG_FLAGS = (
      "routine pod progress reaches an InferenceReplica's status in batches this long (failures at once; 0: off)"),
     ("--rollout-ready-timeout", "rollout_ready_timeout",
      "how long a canary step may wait for its new Instances when the service sets no readyTimeout (empty: no limit)"),
+    ("--rollout-progress-deadline", "rollout_progress_deadline",
+     "roll a group's rollout back when it made no progress for this long (empty: off, the default)"),
     ("--gang-schedule-timeout-min", "gang_schedule_timeout_min", "lower clamp of PodGroup scheduleTimeoutSeconds"),
     ("--gang-schedule-timeout-max", "gang_schedule_timeout_max", "upper clamp of PodGroup scheduleTimeoutSeconds"),
 )

@@ -29,7 +29,7 @@ async def test_every_operation_survives_a_sigkill(control_plane: ControlPlane, a
             print(f"{scenario}: killed {run.kill_after:.2f}s in (mid-operation: {run.mid_operation}), converged "
                   f"{run.converged_after}s after the restart")
             report = [f"seed {seed}, {scenario}: {run.violations}", *run.timeline, f"pods seen: {run.pods_created}",
-                      *log_excerpt(run.logs, f"{scenario}-1")]
+                      *log_excerpt(run.logs, run.name)]
             assert run.violations == [], "\n".join(report)
     finally:
         if chaos.process is not None:

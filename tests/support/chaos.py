@@ -26,6 +26,7 @@ import random
 import statistics
 import sys
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,7 @@ def rollout_service(name: str, namespace: str, scenario: str, image: str = IMAGE
 class Run:
     scenario: str
     kill_after: float
+    name: str = ""  # the InferenceService of the run
     converged_after: float | None = None  # seconds from the restart to the end state
     mid_operation: bool = False  # the operation had not finished when the controller was killed
     timeline: list[str] = attrs.field(factory=list)  # the rows of each status version, when a run failed
@@ -171,6 +173,8 @@ class Chaos:
         self.namespace = namespace
         self.log = log
         self.process: ControllerProcess | None = None
+        # Names differ between invocations: one left deleting by an earlier invocation is never reused.
+        self.tag = uuid.uuid4().hex[:4]
 
     async def kubectl_apply(self, obj: Obj) -> None:
         await self.control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(obj))
@@ -247,9 +251,9 @@ class Chaos:
         """One run; with `window` None, no kill: `converged_after` is then the operation's own duration."""
         if scenario in ROLLOUTS:
             return await self.run_rollout(scenario, index, rng, timeout, window)
-        name = f"{scenario}-{index}"
+        name = f"{scenario}-{index}-{self.tag}"
         kill_after = rng.uniform(0.0, window) if window is not None else 0.0
-        result = Run(scenario=scenario, kill_after=kill_after)
+        result = Run(scenario=scenario, kill_after=kill_after, name=name)
         await self.controller()
         start_replicas = {"create": 2, "restart": 2, "update": 2, "scale-down": 3, "teardown": 2}[scenario]
         if scenario != "create":
@@ -364,9 +368,9 @@ class Chaos:
                           window: float | None) -> Run:
         """A rollout (group update, canary promoted, canary rolled back) with the controller killed at a random
         moment of it: it must end on the right revision with each Instance moved once."""
-        name = f"{scenario}-{index}"
+        name = f"{scenario}-{index}-{self.tag}"
         kill_after = rng.uniform(0.0, window) if window is not None else 0.0
-        result = Run(scenario=scenario, kill_after=kill_after)
+        result = Run(scenario=scenario, kill_after=kill_after, name=name)
         await self.controller()
         sizes = {"engine": 2, "decoder": 2} if scenario == "group-update" else {"engine": 4}
         await self.kubectl_apply(rollout_service(name, self.namespace, scenario))
@@ -421,6 +425,8 @@ class Chaos:
                 if window is None:
                     await asyncio.wait_for(task, timeout * 3)
                     result.converged_after = time.monotonic() - started if await done() else None
+                    await self.control_plane.kubectl("delete", "inferenceservice", name, "-n", self.namespace,
+                                                     "--wait=false")
                     return result
                 await asyncio.sleep(kill_after)
                 result.mid_operation = not task.done()

@@ -78,3 +78,14 @@ def test_a_freeze_starts_no_repair_but_true_lets_the_restart_policy_repair() -> 
     assert phases(repaired) == {0: ("Restarting", 2)}
     frozen = replica.plan(view([ready], {0: failed_worker}, paused=True, freeze=True))
     assert phases(frozen) == {0: ("Ready", 1)}
+
+
+def test_a_surge_whose_revision_is_no_longer_the_target_is_abandoned() -> None:
+    """A rollback (or a newer revision) before the replacement is Ready: the replacement goes, the source serves on."""
+    source = attrs.evolve(outdated(0), phase="Updating", operation=InstanceOperation(
+        type="Update", step="Surge", surge_index=1))
+    target = InstanceStatus(index=1, phase="Creating", incarnation=1, target_revision="rev1",
+                            operation=InstanceOperation(type="Update", step="GangSurgeTarget"))
+    back = replica.plan(view([source, target], {0: gang(0)}, update_revision="rev0"))
+    assert phases(back) == {0: ("Ready", 1), 1: ("Deleting", 1)}
+    assert [e.reason for e in back.events] == ["GangSurgeAbandoned"]

@@ -426,3 +426,52 @@ def test_the_worst_value_is_judged(operator: str, values: list[float], passed: b
 
 def test_an_unknown_template_variable_is_a_template_error() -> None:
     assert r.render_query("x{{.Nope}}", {"ISVCName": "a"}) == (None, "template error: unknown variable .Nope")
+
+
+def test_a_stalled_group_rollout_is_rolled_back_after_the_progress_deadline() -> None:
+    groups = [{"components": ["engine", "decoder"]}]
+    stuck = (member("engine", 2, new=1, new_ready=0), member("decoder", 2))
+    first = plan(groups, *stuck, progress_deadline=300)
+    assert first.status["rollout"]["activeRun"]["lastProgressTime"]
+    waiting = plan(groups, *stuck, previous=carry(first), now=NOW + 200, progress_deadline=300)
+    assert waiting.wake_in == pytest.approx(100) and "activeRun" in waiting.status["rollout"]
+    # Paused: the clock holds.
+    paused = plan(groups, *stuck, previous=carry(waiting), now=NOW + 400, progress_deadline=300,
+                  annotations={r.PAUSED_ANNOTATION: "true"})
+    assert "activeRun" in paused.status["rollout"]
+    late = plan(groups, *stuck, previous=carry(paused), now=NOW + 701, progress_deadline=300)
+    assert [e[1] for e in late.events] == ["RolloutProgressDeadlineExceeded"]
+    assert late.status["rollout"]["lastRun"]["outcome"] == "RolledBack"
+    assert late.directives["engine"].rollback_to == OLD and late.directives["decoder"].rollback_to == OLD
+    assert late.directives["engine"].hold is not None and late.directives["engine"].hold[0] == "Held"
+    assert next(c[:2] for c in late.conditions if c[0] == "RolloutProgressing") == ("RolloutProgressing", False)
+    # Held while the target is the rejected one; a new revision starts a fresh run.
+    held = plan(groups, member("engine", 2, new=0), member("decoder", 2), previous=carry(late), now=NOW + 800,
+                progress_deadline=300)
+    assert held.directives["engine"].rollback_to == OLD and "activeRun" not in held.status["rollout"]
+    fresh = plan(groups, member("engine", 2, target="cccc3333"), member("decoder", 2, target="cccc3333"),
+                 previous=carry(held), now=NOW + 900, progress_deadline=300)
+    assert fresh.directives["engine"].rollback_to is None and "activeRun" in fresh.status["rollout"]
+    assert "rejectedRevisions" not in fresh.status["rollout"]
+
+
+def test_progress_resets_the_deadline() -> None:
+    groups = [{"components": ["engine", "decoder"]}]
+    first = plan(groups, member("engine", 4), member("decoder", 4), progress_deadline=300)
+    moved = plan(groups, member("engine", 4, new=1), member("decoder", 4), previous=carry(first), now=NOW + 299,
+                 progress_deadline=300)
+    later = plan(groups, member("engine", 4, new=1), member("decoder", 4), previous=carry(moved), now=NOW + 500,
+                 progress_deadline=300)
+    assert later.events == [] and "activeRun" in later.status["rollout"]
+
+
+def test_a_spec_back_on_the_stable_revision_abandons_the_canary() -> None:
+    start = plan(CANARY, member("engine", 4))
+    gated = plan(CANARY, member("engine", 4, new=1), previous=carry(start))
+    # The spec returns to OLD: the IR's current revision is still OLD, its target OLD again.
+    reverted = r.Member(name="engine", desired=4, target=OLD, stable=OLD,
+                        revisions=((NEW, True, False), *((OLD, True, False),) * 3))
+    back = plan(CANARY, reverted, previous=carry(gated))
+    assert back.directives.get("engine", r.Directive()).partition == 0
+    assert back.components["engine"]["rolloutPhase"] == "Stable"
+    assert [e[1] for e in back.events] == ["CanaryAbandoned"]

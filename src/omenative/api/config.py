@@ -49,5 +49,8 @@ class ControllerConfig:
     # Where canary analysis queries go when the canary names no serverAddress (OME's
     # canaryAnalysis.bundledPrometheusAddress); None: such a canary's samples are inconclusive.
     canary_analysis_prometheus_address: str | None = None
+    # Roll a blue-green, rolling-update or sequence rollout back when none of its components made progress for this
+    # long (as a Deployment's progressDeadlineSeconds, but acted on); None: off, as OME.
+    rollout_progress_deadline: str | None = None
     # Also run components that declare no deployment mode at all (they would be RawDeployment).
     claim_unmoded: bool = False

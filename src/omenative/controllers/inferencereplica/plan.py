@@ -485,6 +485,16 @@ class _Planner:
                 self.event("Normal", "InstanceReplaced", f"{self.prefix(source)} replaced by instance="
                                                          f"{target.index} (revision={target.target_revision})")
                 rows[index] = self.delete(source, f"replaced by instance {target.index}")
+            elif target is not None and target.phase != DELETING and not self.view.paused and \
+                    (target.target_revision or "") != self.view.update_revision:
+                # The target moved on (a rollback, a newer revision) before the replacement was Ready: it is not
+                # finished for nothing; the source keeps serving, and the next update starts from it.
+                self.event("Normal", "GangSurgeAbandoned", (
+                    f"{self.prefix(source)} abandoned the surge to instance={op.surge_index} (its revision "
+                    f"{target.target_revision} is no longer the target); it keeps serving revision "
+                    f"{source.running_revision}"))
+                rows[index] = attrs.evolve(source, phase=READY, operation=None)
+                rows[op.surge_index] = self.delete(target, "surge superseded")
             elif target is None or target.phase in (FAILED, DELETING):
                 reason = target.last_failure.reason if target is not None and target.last_failure else "gone"
                 self.event("Warning", "GangSurgeAbandoned", (

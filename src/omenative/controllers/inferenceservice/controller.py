@@ -16,6 +16,7 @@ from omenative.api.modes import declared_components
 from omenative.api.readiness import desired_instances
 from omenative.api.selection import Candidate, no_runtime_message, select_runtime
 from omenative.api.types import BaseModelSpec
+from omenative.api.units import optional_duration
 from omenative.api.validation import Context as Admission
 from omenative.api.validation import validate_inference_service
 from omenative.controllers import fleet_metrics
@@ -224,7 +225,8 @@ class InferenceServiceController:
         inputs = rollout.Inputs(groups=groups, members=members, annotations=annotations, previous=previous,
                                 now=self.ctx.wall_clock(), default_tolerance=config.rollout_ratio_tolerance,
                                 default_ready_timeout=config.rollout_ready_timeout,
-                                default_prometheus=config.canary_analysis_prometheus_address)
+                                default_prometheus=config.canary_analysis_prometheus_address,
+                                progress_deadline=optional_duration(config.rollout_progress_deadline))
         meta = isvc["metadata"]
         requests = rollout.analysis_requests(inputs, meta["name"], meta["namespace"])
         if requests:

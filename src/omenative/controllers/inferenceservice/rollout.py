@@ -81,6 +81,9 @@ class Inputs:
     # Analysis samples the controller just took, by group index: one metricResults entry per metric.
     samples: dict[int, list[Obj]] = attrs.field(factory=dict)
     default_prometheus: str | None = None  # where analysis queries go when the canary names no serverAddress
+    # Roll a blue-green, rolling-update or sequence run back when no component of it made progress for this long
+    # (Deployment's progressDeadlineSeconds); None: off.
+    progress_deadline: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -439,6 +442,15 @@ def _canary(planner: _Planner, index: int, group: Obj, isvc: str) -> None:
         else:
             kept = state.get("stableRevisions") if in_flight else None
             stables = {m.name: (kept or {}).get(m.name) or planner.stable_of(m.name) for m in members}
+            if in_flight and all(stables.get(m.name) in (None, m.target) for m in members):
+                # The spec went back to the revision the canary started from: no canary toward what already
+                # serves; the canary's Instances move back as any update does.
+                planner.events.append(("Normal", "CanaryAbandoned", (
+                    f"canary {state.get('canaryRevisionHash')} abandoned: the spec is back on the stable revision "
+                    f"{target}")))
+                _canary_status(planner, primary, _completed({"canaryRevisionHash": target, "currentStep": 0}),
+                               STABLE, isvc, target, None, 100)
+                return
             state = {"canaryRevisionHash": target, "stableRevisionHash": stables.get(primary) or lead.stable,
                      "stableRevisions": {k: v for k, v in stables.items() if v},
                      "currentStep": 0, "stepEnteredTime": format_time(inputs.now)}
@@ -722,6 +734,45 @@ def rejected(inputs: Inputs) -> set[str]:
     return out
 
 
+def stalled(inputs: Inputs) -> dict[str, Obj]:
+    """Components held on their stable revision because a rollout to their current target stalled past the
+    progress deadline (status.rollout.rejectedRevisions), by component."""
+    out: dict[str, Obj] = {}
+    for entry in (inputs.previous.get("rollout") or {}).get("rejectedRevisions") or []:
+        member = inputs.members.get(entry.get("component"))
+        if member is not None and member.target == entry.get("revision") and entry.get("stableRevision"):
+            out[member.name] = dict(entry)
+    return out
+
+
+def _progress(planner: _Planner, run: Obj, groups: list[Obj], paused: bool) -> tuple[Obj, list[Obj]]:
+    """Tracks the run's progress (each moving non-canary component's Instances on, and ready on, the target); past
+    the progress deadline without any, the run's non-canary components are rolled back (returned as rejected)."""
+    inputs = planner.inputs
+    deadline = inputs.progress_deadline
+    plain = {n for g in groups if progression(g) != "Canary" for n in (g.get("components") or [])}
+    moving = [t for t in run.get("targetRevisions") or [] if t.get("component") in plain
+              and t.get("revision") != t.get("stableRevision") and not t.get("completedAt")]
+    if deadline is None or not moving:
+        return run, []
+    fingerprint = {t["component"]: [inputs.members[t["component"]].on(t["revision"]),
+                                    inputs.members[t["component"]].ready_on(t["revision"])]
+                   for t in moving if t["component"] in inputs.members}
+    last = parse_time(run.get("lastProgressTime"))
+    if paused or fingerprint != run.get("progress") or last is None:
+        # A pause holds the clock: a paused rollout is not a stalled one.
+        return {**run, "progress": fingerprint, "lastProgressTime": format_time(inputs.now)}, []
+    if inputs.now - last < deadline:
+        planner.wake_at(last + deadline)
+        return run, []
+    rejected_now = [{"component": t["component"], "revision": t["revision"], "stableRevision": t["stableRevision"],
+                     "since": format_time(inputs.now)} for t in moving]
+    planner.events.append(("Warning", "RolloutProgressDeadlineExceeded", (
+        f"run {run.get('runID')}: no progress for {format_duration(deadline)}; rolling "
+        f"{', '.join(t['component'] for t in moving)} back to the stable revision")))
+    return run, rejected_now
+
+
 def _ready_timeout(inputs: Inputs, canary_spec: Obj) -> float | None:
     for text in (inputs.annotations.get(READY_TIMEOUT_ANNOTATION), canary_spec.get("readyTimeout"),
                  inputs.default_ready_timeout):
@@ -755,7 +806,7 @@ def _digest(value: Any) -> str:
 def _open_run(inputs: Inputs, grouped: list[str], kept_stables: dict[str, str]) -> Obj | None:
     """A run opens when a change gives a grouped component a new revision while an earlier one serves."""
     targets = []
-    held = rejected(inputs)
+    held = rejected(inputs) | set(stalled(inputs))
     for name in grouped:
         member = inputs.members.get(name)
         if member is None or member.stable is None or name in held:
@@ -789,6 +840,8 @@ def plan(inputs: Inputs, isvc: str) -> Outcome:
     groups = [entry.get("group") or {} for entry in ((run or {}).get("plan") or {}).get("groups") or []] \
         if run is not None else list(inputs.groups)
     planner = _Planner(inputs=inputs, groups=groups, run=run)
+    held_back = stalled(inputs)
+    paused_now = inputs.annotations.get(PAUSED_ANNOTATION) in ("true", "freeze")
 
     sequence = is_sequence(groups)
     sequenced: list[tuple[int, Obj]] = []
@@ -805,6 +858,20 @@ def plan(inputs: Inputs, isvc: str) -> Outcome:
             planner.blue_green(index, group, planner.changing(names))
     if sequenced:
         planner.sequence(sequenced)
+
+    # A stalled run is rolled back; a component whose target was so rejected stays on its stable revision until
+    # another target appears.
+    if run is not None:
+        run, rejected_now = _progress(planner, run, groups, paused_now)
+        if rejected_now:
+            held_back.update({e["component"]: e for e in rejected_now})
+            last_run = {"runID": run.get("runID"), "outcome": "RolledBack", "closedAt": format_time(inputs.now)}
+            run = None
+    for name, entry in held_back.items():
+        planner.directives[name] = Directive(
+            rollback_to=entry["stableRevision"], hold=("Held", (
+                f"revision {entry['revision']} was rolled back: its rollout made no progress within the progress "
+                "deadline; a different revision starts a new rollout")))
 
     # Record when each component of the run finished (a sequence's soak counts from it), and close a finished run.
     if run is not None:
@@ -827,7 +894,7 @@ def plan(inputs: Inputs, isvc: str) -> Outcome:
 
     # The pause holds every OMENative component; `freeze` holds its repairs too.
     paused = inputs.annotations.get(PAUSED_ANNOTATION)
-    if paused in ("true", "freeze"):
+    if paused_now:
         for name in inputs.members:
             planner.set(name, paused=True, freeze=paused == "freeze")
         for entry in planner.coordination:
@@ -841,11 +908,23 @@ def plan(inputs: Inputs, isvc: str) -> Outcome:
         rollout["activeRun"] = run
     if last_run is not None:
         rollout["lastRun"] = last_run
+    if held_back:
+        rollout["rejectedRevisions"] = [held_back[n] for n in sorted(held_back)]
     if rollout:
         status["rollout"] = rollout
     if planner.coordination:
         status["rolloutCoordination"] = {"groups": planner.coordination}
     conditions = _conditions(inputs, run, planner)
+    if inputs.progress_deadline is not None and inputs.groups:
+        if held_back:
+            conditions.append(("RolloutProgressing", False, "ProgressDeadlineExceeded", "; ".join(
+                f"{n}: revision {e['revision']} rolled back to {e['stableRevision']} at {e['since']}"
+                for n, e in sorted(held_back.items()))))
+        elif run is not None:
+            conditions.append(("RolloutProgressing", True, "Progressing", f"run {run.get('runID')} is progressing "
+                               f"(deadline {format_duration(inputs.progress_deadline)})"))
+        else:
+            conditions.append(("RolloutProgressing", True, "NoActiveRun", "no rollout is in progress"))
     previous_groups = {g.get("name"): g.get("phase") for g in
                        (inputs.previous.get("rolloutCoordination") or {}).get("groups") or []}
     # An event is told once per transition: a group failing again on the next pass is not news.
