@@ -532,3 +532,54 @@ async def test_a_canary_gated_by_prometheus_analysis(
         assert {c["image"] for p in pods["items"] for c in p["spec"]["containers"]} == {V2}
     finally:
         await runner.cleanup()
+
+
+async def test_a_drifted_plan_is_repinned_and_explain_history_validate_show_the_run(
+    control_plane: ControlPlane, api: client.ApiClient, omenative: ControllerProcess, sim_nodes: NodeFactory,
+    namespace: str,
+) -> None:
+    kubectl = control_plane.kubectl
+    await sim_nodes("gpu")
+    isvc = inline_service("drift", namespace, engine=inline_component(4, image=V1))
+    steps = [{"capacity": "25%", "traffic": 10, "pause": {}}, {"capacity": "100%", "traffic": 100}]
+    isvc["spec"]["rollout"] = {"groups": [{"components": ["engine"], "canary": {"steps": steps}}]}
+    await serve(control_plane, api, isvc, {"engine": 4})
+    describe = lambda: describe_namespace(api, namespace)  # noqa: E731
+    await set_images(control_plane, namespace, "drift", V2, "engine")
+
+    async def at(phase: str) -> Obj | None:
+        got, engine = await canary_phase(control_plane, namespace, "drift")
+        return engine if got == phase else None
+
+    await wait_for(lambda: at("Paused"), timeout=120, what="the canary at its gate", describe=describe)
+    edited = json.loads(json.dumps(isvc["spec"]["rollout"]))
+    edited["groups"][0]["canary"]["steps"][0]["traffic"] = 20
+    await kubectl("patch", "inferenceservice", "drift", "-n", namespace, "--type", "merge", "-p",
+                  json.dumps({"spec": {"rollout": edited}}))
+
+    async def drift_is(value: str) -> bool:
+        out = await kubectl("ome", "rollout", "explain", "drift", "-n", namespace)
+        return any(line.split()[:2] == ["DRIFT", value] for line in out.stdout.splitlines())
+
+    await wait_for(lambda: drift_is("True/SpecNewerThanRun;"), timeout=60, what="DRIFT shown", describe=describe)
+    history = await kubectl("ome", "rollout", "history", "drift", "-n", namespace)
+    kinds = [line.split()[0] for line in history.stdout.splitlines()[1:]]
+    assert {"WINDOW", "CURR", "ACTIVE", "TARGET", "PROV-A", "PROV-C", "REV"} <= set(kinds), history.stdout
+    validated = await kubectl("ome", "rollout", "validate", "drift", "-n", namespace, check=False)
+    assert validated.returncode == 2 and "ROLLOUT-PLAN      -      Valid" in validated.stdout, validated.output
+    assert validated.stderr.strip() == "error: rollout validation could not verify all prerequisites"
+
+    for _ in range(10):  # exit 3: the status moved between the preview and the patch; read again, run again
+        repinned = await kubectl("ome", "rollout", "repin", "drift", "-n", namespace, "--yes", check=False)
+        if repinned.returncode != 3:
+            break
+    assert repinned.returncode == 0 and "applied                 Yes" in repinned.stdout, repinned.output
+    await wait_for(lambda: drift_is("False/InSync;"), timeout=60, what="the run on the current plan",
+                   describe=describe)
+    messages = await control_plane.event_messages(namespace, "RolloutPlanRepinned")
+    assert len(messages) == 1, messages
+    engine = await wait_for(lambda: at("Paused"), timeout=30, what="the canary at its gate", describe=describe)
+    assert engine["canary"]["observedTrafficWeight"] == 20 and engine["canary"]["currentStep"] == 0
+    again = await kubectl("ome", "rollout", "repin", "drift", "-n", namespace, "--yes", check=False)
+    assert again.returncode == 1 and again.stderr.strip() == (
+        "error: rollout repin refused: the current plan is already pinned"), again.output

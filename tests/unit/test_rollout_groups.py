@@ -475,3 +475,26 @@ def test_a_spec_back_on_the_stable_revision_abandons_the_canary() -> None:
     assert back.directives.get("engine", r.Directive()).partition == 0
     assert back.components["engine"]["rolloutPhase"] == "Stable"
     assert [e[1] for e in back.events] == ["CanaryAbandoned"]
+
+
+def drift_of(outcome: r.Outcome) -> tuple[str, bool, str]:
+    return next((c[0], c[1], c[2]) for c in outcome.conditions if c[0] == "RolloutPlanDrift")
+
+
+def test_a_repin_moves_the_run_to_the_current_plan_keeping_its_identity() -> None:
+    groups = [{"components": ["engine", "decoder"], "rollingUpdate": {"maxSurge": 1}}]
+    first = plan(groups, member("engine", 4), member("decoder", 4))
+    run_id = first.status["rollout"]["activeRun"]["runID"]
+    edited = [{"components": ["engine", "decoder"], "rollingUpdate": {"maxSurge": 2}}]
+    drift = plan(edited, member("engine", 4), member("decoder", 4), previous=carry(first))
+    assert drift_of(drift) == ("RolloutPlanDrift", True, "SpecNewerThanRun")
+    assert drift.directives["engine"].max_unavailable == 1  # the pinned plan still rules
+    stale = plan(edited, member("engine", 4), member("decoder", 4), previous=carry(drift),
+                 annotations={r.REPIN_ANNOTATION: r.plan_digest(groups)})
+    assert [e[1] for e in stale.events] == ["RolloutRepinRejected"] and stale.consume == [r.REPIN_ANNOTATION]
+    repinned = plan(edited, member("engine", 4), member("decoder", 4), previous=carry(drift),
+                    annotations={r.REPIN_ANNOTATION: r.plan_digest(edited)})
+    assert [e[1] for e in repinned.events] == ["RolloutPlanRepinned"]
+    assert repinned.status["rollout"]["activeRun"]["runID"] == run_id
+    assert repinned.directives["engine"].max_unavailable == 2
+    assert drift_of(repinned) == ("RolloutPlanDrift", False, "InSync")

@@ -551,10 +551,20 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
     rollout_cmd = sub.add_parser("rollout", help="rollout progress of an InferenceService, and its alpha actions")
     steps = rollout_cmd.add_subparsers(dest="action", required=True)
-    shown = steps.add_parser("status", parents=[common], help="where each component is in its rollout")
-    shown.add_argument("inferenceservice")
-    shown.add_argument("-n", "--namespace", default=None)
-    shown.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
+    for verb, text in (("status", "where each component is in its rollout"),
+                       ("explain", "the declared, live and pinned plans, and what holds the rollout"),
+                       ("history", "the active run, the last run and the current revisions"),
+                       ("validate", "check the rollout configuration (exit 2 when invalid or unverifiable)")):
+        shown = steps.add_parser(verb, parents=[common], help=text)
+        shown.add_argument("inferenceservice")
+        shown.add_argument("-n", "--namespace", default=None)
+        shown.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
+    repin = steps.add_parser("repin", parents=[common], help="(alpha) move the active run to the current plan")
+    repin.add_argument("inferenceservice")
+    repin.add_argument("--dry-run", default="none", choices=["none", "client", "server"])
+    repin.add_argument("--yes", action="store_true", help="confirm the exact preview without a prompt")
+    repin.add_argument("-n", "--namespace", default=None)
+    repin.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
     for verb, text in (("pause", "(alpha) hold rollout work across the service"),
                        ("resume", "(alpha) clear a pause"),
                        ("promote", "(alpha) pass the manual gate a canary waits at"),
@@ -585,8 +595,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "logs":
             return logs_cmd(cluster, namespace, args)
         if args.command == "rollout":
-            if args.action == "status":
-                return rollout.rollout_status(cluster, namespace, args.inferenceservice, args.output)
+            reader = {"status": rollout.rollout_status, "explain": rollout.explain, "history": rollout.history,
+                      "validate": rollout.validate}.get(args.action)
+            if reader is not None:
+                return reader(cluster, namespace, args.inferenceservice, args.output)
+            if args.action == "repin":
+                return rollout.repin(cluster, namespace, args.inferenceservice, dry_run=args.dry_run, yes=args.yes,
+                                     output=args.output, context=args.context)
             return rollout.rollout_action(cluster, namespace, args.inferenceservice, args.action,
                                           dry_run=args.dry_run, yes=args.yes, output=args.output,
                                           context=args.context)

@@ -15,7 +15,15 @@ import time
 from typing import Any
 
 from omenative.api import constants as c
-from omenative.controllers.inferenceservice.rollout import gate_of, is_sequence, primary_of, progression
+from omenative.api.rollout_validation import validate_rollout
+from omenative.controllers.inferenceservice.rollout import (
+    gate_of,
+    is_sequence,
+    plan_digest,
+    primary_of,
+    progression,
+    topology,
+)
 from omenative.kubectl_ome.held import ACTION_SECONDS, Refused, _confirm, print_table_err
 from omenative.kubectl_ome.output import REPORT_VERSION, emit, print_table
 
@@ -99,6 +107,8 @@ def status_report(isvc: Obj) -> Obj:
                 phase = block.get("rolloutPhase")
                 steps = list((group.get("canary") or {}).get("steps") or [])
                 canary: Obj = block.get("canary") or {}
+                if phase:
+                    own["GROUP-PHASE"] = phase
                 if name == primary and phase:
                     own["PHASE"] = phase
                     states.append(_phase_state(phase) or "Unknown")
@@ -151,17 +161,17 @@ def rollout_status(cluster: Any, namespace: str, name: str, output: str) -> int:
         emit({"apiVersion": REPORT_VERSION, "kind": "RolloutStatusReport", "inferenceService": name,
               "namespace": namespace, "content": report}, output)
         return 0
-    names = list(report["components"])
+    names = ["engine", "decoder", "router"]
     header = ["FIELD", "SERVICE", *[n.upper() for n in names]]
     table = [header]
     for key, value in report["service"].items():
-        table.append([key, value, *["" for _ in names]])
+        table.append([key, value, *["-" for _ in names]])
     keys = ("GROUP", "STRATEGY", "GROUP-PHASE", "PHASE", "GROUP-CURRENT", "GROUP-PREVIOUS", "STEP", "GATE",
             "CAPACITY", "TRAFFIC", *(("HOLD",) if output == "wide" else ()))
     for key in keys:
-        values = [str(report["components"][n].get(key, "")) for n in names]
+        values = [str((report["components"].get(n) or {}).get(key, "")) for n in names]
         if any(values):
-            table.append([key, "", *[v or "-" for v in values]])
+            table.append([key, "-", *[v or "-" for v in values]])
     issues = report["issues"]
     table.append(["ISSUES", ",".join(issues["service"]) or "-",
                   *[",".join(issues.get(n) or []) or "-" for n in names]])
@@ -323,4 +333,295 @@ def rollout_action(cluster: Any, namespace: str, name: str, action: str, *, dry_
               ["message", message], ["follow-up", follow], ["hint", "Use -o json or -o yaml for full values."]]
     width = 56 if output != "wide" else 200
     print_table([[k, v if len(v) <= width else v[:width - 3] + "..."] for k, v in fields])
+    return 0
+
+
+# --------------------------------------------------------------------------------------------- read commands
+
+
+def _short(text: str | None) -> str:
+    """A timestamp as MM-DDTHH:MM (UTC), as the reference prints TIME."""
+    return text[5:16] if text and len(text) >= 16 else "-"
+
+
+def _group_line(group: Obj) -> str:
+    kind = progression(group)
+    source = "Declared/Inline" if any(group.get(k) is not None for k in ("canary", "blueGreen", "rollingUpdate")) \
+        else "Declared/Defaulted"
+    return f"{kind}; components={','.join(group.get('components') or [])}; source={source}"
+
+
+def _plan_rows(view: str, groups: list[Obj], head: str) -> list[list[str]]:
+    rows = [[view, "PLAN", head]]
+    for i, group in enumerate(groups):
+        rows.append(["", f"GROUP {i}", _group_line(group)])
+        config = []
+        if group.get("soak") is not None:
+            config.append(f"soak={group['soak']}(Configured)")
+        if group.get("rollingUpdate") is not None:
+            rolling = group["rollingUpdate"]
+            for key, name in (("maxSurge", "surge"), ("maxUnavailable", "unavailable")):
+                value = rolling.get(key)
+                config.append(f"{name}={value}(Configured)" if value is not None else f"{name}=25%(Defaulted)")
+        if group.get("maintainRatio") is not None:
+            tolerance = (group.get("maintainRatio") or {}).get("tolerance")
+            config.append(f"ratio={tolerance}(Configured)" if tolerance is not None else "ratio=Unresolved")
+        for j, line in enumerate(config):
+            rows.append(["", "CONFIG" if j == 0 else "", line])
+        steps = list((group.get("canary") or {}).get("steps") or [])
+        for k, step in enumerate(steps):
+            rows.append(["", f"STEP {k + 1}/{len(steps)}",
+                         f"capacity={step.get('capacity')}; traffic={step.get('traffic')}%; gate={gate_of(step)}"])
+    return rows
+
+
+def explain(cluster: Any, namespace: str, name: str, output: str) -> int:
+    isvc = cluster.inference_service(namespace, name)
+    if isvc is None:
+        print(f'error: InferenceService "{name}" not found in namespace {namespace}', file=sys.stderr)
+        return 1
+    status = isvc.get("status") or {}
+    declared_groups = groups_of(isvc)
+    run = (status.get("rollout") or {}).get("activeRun")
+    pinned = [g.get("group") or {} for g in ((run or {}).get("plan") or {}).get("groups") or []]
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    rows = _plan_rows("Declared", declared_groups, f"groups={len(declared_groups)}")
+    rows += _plan_rows("Live", declared_groups, f"mode=Live; groups={len(declared_groups)}")
+    effective = pinned if run else declared_groups
+    mode = "mode=Pinned; evidence=Reported" if run else "mode=Live; evidence=Declared"
+    rows += _plan_rows("Effective", effective, f"{mode}; groups={len(effective)}")[:1]
+    for key, kind in (("READY", "RolloutPlanReady"), ("DRIFT", "RolloutPlanDrift")):
+        cond = conditions.get(kind)
+        rows.append(["", key, f"{cond.get('status')}/{cond.get('reason')}; evidence=Reported" if cond
+                     else "Unobserved; evidence=Unavailable"])
+    if (isvc["metadata"].get("annotations") or {}).get(PAUSED) in ("true", "freeze"):
+        rows.append(["", "HOLD", "GlobalPause; evidence=Declared"])
+    components: Obj = status.get("components") or {}
+    coordination = {g.get("name"): g for g in (status.get("rolloutCoordination") or {}).get("groups") or []}
+    for i, group in enumerate(effective):
+        rows.append(["", f"GROUP {i}", _group_line(group)])
+        names = [n for n in group.get("components") or [] if n in declared(isvc)]
+        if progression(group) == "Canary" and names:
+            block = components.get(primary_of(names)) or {}
+            canary = block.get("canary") or {}
+            if block.get("rolloutPhase"):
+                rows.append(["", "PHASE", str(block["rolloutPhase"])])
+                if block["rolloutPhase"] == "Paused":
+                    rows.append(["", "HOLD", "ObservedPaused; evidence=Reported"])
+            revisions = [f"{k}={canary[v]}" for k, v in (("stable", "stableRevisionHash"),
+                                                         ("target", "canaryRevisionHash"),
+                                                         ("rejected", "rolledBackRevisionHash")) if canary.get(v)]
+            if revisions:
+                rows.append(["", "REVISIONS", ",".join(revisions)])
+            traffic = [f"{primary_of(names)}:{t.get('revisionName', '').rsplit('-', 1)[-1]}={t.get('percent')}%"
+                       for t in block.get("traffic") or []]
+            if traffic:
+                rows.append(["", "TRAFFIC", ",".join(traffic)])
+        else:
+            entry = coordination.get(str(i)) or coordination.get("sequence") or {}
+            if entry.get("phase"):
+                rows.append(["", "PHASE", str(entry["phase"])])
+            if entry.get("currentComponent") or entry.get("previousComponent"):
+                rows.append(["", "SEQUENCE", f"current={entry.get('currentComponent') or '-'},"
+                                             f"previous={entry.get('previousComponent') or '-'}"])
+        for member in names:
+            hold = ((components.get(member) or {}).get("lifecycle") or {}).get("rolloutHold") or {}
+            if hold.get("gate"):
+                rows.append(["", "HOLD", f"{member}: {hold['gate']}: {hold.get('reason') or '-'}"])
+    if output in ("json", "yaml"):
+        emit({"apiVersion": REPORT_VERSION, "kind": "RolloutExplainReport", "inferenceService": name,
+              "namespace": namespace, "content": {"declared": declared_groups, "pinned": pinned,
+                                                  "rows": [dict(zip(("view", "item", "detail"), r, strict=True))
+                                                           for r in rows]}}, output)
+        return 0
+    print_table([["VIEW", "ITEM", "DETAIL"], *rows])
+    return 0
+
+
+def history(cluster: Any, namespace: str, name: str, output: str) -> int:
+    isvc = cluster.inference_service(namespace, name)
+    if isvc is None:
+        print(f'error: InferenceService "{name}" not found in namespace {namespace}', file=sys.stderr)
+        return 1
+    status = isvc.get("status") or {}
+    rollout: Obj = status.get("rollout") or {}
+    run, last = rollout.get("activeRun"), rollout.get("lastRun")
+    report = status_report(isvc)
+    records: list[list[str]] = []
+    kept = bool(run or last)
+    records.append(["WINDOW", "Partial" if kept else ("Empty" if status else "Unavailable"), "-", "-", "-",
+                    "bounded"])
+    records.append(["CURR", report["service"]["STATE"], "-", report["service"]["EVIDENCE"], "-",
+                    "Unverified" if report["service"]["EPOCH"] == "Unverifiable" else "N/A"])
+    if run:
+        targets = run.get("targetRevisions") or []
+        groups = (run.get("plan") or {}).get("groups") or []
+        records.append(["ACTIVE", "Active", "-", str(run.get("runID", "-")).rsplit("-", 1)[-1],
+                        _short(run.get("openedAt")), f"G:{len(groups)} T:{len(targets)}"])
+        for target in targets:
+            records.append(["TARGET", "Reported", str(target.get("component")), str(target.get("revision")), "-",
+                            "run-target"])
+        for i, group in enumerate(groups):
+            records.append(["PROV-A", str(group.get("source") or "Inline"), f"g{i}",
+                            plan_digest([group.get("group") or {}])[4:], _short(run.get("pinnedAt")), "-"])
+    if last:
+        records.append(["LAST", str(last.get("outcome", "-")), "-", "-", _short(last.get("closedAt")), "-"])
+    for i, group in enumerate(groups_of(isvc)):
+        records.append(["PROV-C", "Inline", f"g{i}", plan_digest([group])[4:], "-", "-"])
+    for comp, block in (status.get("components") or {}).items():
+        lifecycle = block.get("lifecycle") or {}
+        for role, key in (("Current", "currentRevision"), ("Ready", "updateRevision")):
+            if lifecycle.get(key):
+                records.append(["REV", str(block.get("rolloutPhase") or "Unknown"), comp,
+                                str(lifecycle[key]).rsplit("-", 1)[-1], "-", role])
+    issues = sum(len(v) for v in report["issues"].values())
+    if output in ("json", "yaml"):
+        emit({"apiVersion": REPORT_VERSION, "kind": "RolloutHistoryReport", "inferenceService": name,
+              "namespace": namespace, "content": {"activeRun": run, "lastRun": last, "records": [
+                  dict(zip(("type", "state", "comp", "ident", "time", "detail"), r, strict=True)) for r in records]}},
+             output)
+        return 0
+    print_table([["TYPE", "STATE", "COMP", "IDENT", "TIME", "DETAIL", "ISS"],
+                 *[[*r[:2], r[2], r[3], r[4], r[5], str(issues)] for r in records]])
+    return 0
+
+
+def validate(cluster: Any, namespace: str, name: str, output: str) -> int:
+    """The rollout checks of `validate`: the spec against admission's rules, and whether the controller resolved
+    the plan. Exit 0 when OVERALL is Valid, 2 when Invalid or Unverifiable."""
+    isvc = cluster.inference_service(namespace, name)
+    if isvc is None:
+        print(f'error: InferenceService "{name}" not found in namespace {namespace}', file=sys.stderr)
+        return 1
+    spec = isvc.get("spec") or {}
+    errors, _ = validate_rollout(spec, dict(isvc["metadata"].get("annotations") or {}))
+    refs = [e for e in errors if "(RolloutPolicyRefUnsupported)" in e]
+    order = [e for e in errors if "(OrderNotHonored)" in e or "(GroupOrderingNotHonored)" in e]
+    rest = [e for e in errors if e not in refs and e not in order]
+    groups = groups_of(isvc)
+    run = ((isvc.get("status") or {}).get("rollout") or {}).get("activeRun")
+    checks = [("ROLLOUT-REFS", "Invalid" if refs else "Valid", refs),
+              ("ROLLOUT-PLAN", "Invalid" if rest else "Valid", rest),
+              ("ROLLOUT-ORDER", "Invalid" if order else "Valid", order),
+              ("ROLLOUT-RESOLVE", "Unverifiable" if groups or run else "NotApplicable", [])]
+    results = [c[1] for c in checks]
+    overall = "Invalid" if "Invalid" in results else "Unverifiable" if "Unverifiable" in results else "Valid"
+    if output in ("json", "yaml"):
+        emit({"apiVersion": REPORT_VERSION, "kind": "RolloutValidateReport", "inferenceService": name,
+              "namespace": namespace, "content": {"overall": overall, "checks": [
+                  {"check": c, "result": res, "issues": issues} for c, res, issues in checks]}}, output)
+    else:
+        fresh = {"NotApplicable": "Computed/NotApplicable", "Unverifiable": "Reported/Unverifiable"}
+        table = [["CHECK", "COMP", "RESULT", "SOURCE"], ["OVERALL", "-", overall, "Computed/Current"]]
+        table += [[c, "-", res, fresh.get(res, "Computed/Current")] for c, res, _ in checks]
+        print_table(table)
+        if output == "wide":
+            for check, _, issues in checks:
+                for issue in issues:
+                    print(f"{check}: {issue}")
+    if overall == "Invalid":
+        print("error: rollout validation found invalid configuration", file=sys.stderr)
+        return 2
+    if overall == "Unverifiable":
+        print("error: rollout validation could not verify all prerequisites", file=sys.stderr)
+        return 2
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- repin
+
+REPIN = "ome.io/rollout-repin"
+
+
+def repin(cluster: Any, namespace: str, name: str, *, dry_run: str, yes: bool, output: str,
+          context: str | None) -> int:
+    deadline = time.monotonic() + ACTION_SECONDS
+
+    def check() -> tuple[Obj, Obj, str, str]:
+        try:
+            isvc = cluster.inference_service(namespace, name)
+        except Exception as exc:
+            raise Refused(READ_FAILED) from exc
+        if isvc is None:
+            raise Refused(READ_FAILED)
+        meta = isvc["metadata"]
+        if meta.get("deletionTimestamp"):
+            raise Refused("action refused: target is being deleted")
+        status = isvc.get("status") or {}
+        run = (status.get("rollout") or {}).get("activeRun")
+        if not run:
+            raise Refused("rollout repin refused: no active pinned run")
+        live = groups_of(isvc)
+        if not live:
+            raise Refused("rollout repin refused: empty live plans are not supported by this command")
+        if any(k in (meta.get("annotations") or {}) for k in (REPIN, PROMOTE, ROLLBACK)):
+            raise Refused("rollout repin refused: a rollout action mailbox is already present")
+        if len(canary_groups(isvc)) > 1:
+            raise Refused("rollout repin refused: this command supports at most one canary group")
+        errors, _ = validate_rollout(isvc.get("spec") or {}, dict(meta.get("annotations") or {}))
+        if errors:
+            raise Refused("rollout repin refused: controller plan evidence is missing, stale or inconsistent")
+        pinned = [g.get("group") or {} for g in (run.get("plan") or {}).get("groups") or []]
+        if pinned == live:
+            raise Refused("rollout repin refused: the current plan is already pinned")
+        if topology(pinned) != topology(live):
+            raise Refused("rollout repin refused: live and pinned rollout topology differ")
+        return isvc, run, plan_digest(pinned), plan_digest(live)
+
+    try:
+        isvc, run, pinned_digest, live_digest = check()
+        meta = isvc["metadata"]
+        print("ALPHA guarded action preview (not controller convergence)", file=sys.stderr)
+        print_table_err([["FIELD", "VALUE"], ["Action", "rollout repin"], ["Context", context or "-"],
+                         ["Workload NS", namespace], ["Target", f"InferenceService/{name}"],
+                         ["UID", str(meta.get("uid"))], ["ResourceVersion", str(meta.get("resourceVersion"))],
+                         ["Dry-run", dry_run], ["Run", str(run.get("runID"))], ["Pinned plan", pinned_digest],
+                         ["Requested plan", live_digest], ["Set annotation", f"{REPIN}={live_digest}"]])
+        if not yes:
+            _confirm(deadline)
+        try:
+            again, *_ = check()
+        except Refused as exc:
+            raise Refused(CONFLICT, 3) from exc
+        if again["metadata"].get("resourceVersion") != meta.get("resourceVersion"):
+            raise Refused(CONFLICT, 3)
+        accepted = applied = False
+        message = "Validated locally; no patch sent."
+        if dry_run != "client":
+            path = "/metadata/annotations/" + REPIN.replace("/", "~1")
+            patch: list[Obj] = [{"op": "test", "path": "/metadata/uid", "value": meta.get("uid")},
+                                {"op": "test", "path": "/metadata/resourceVersion",
+                                 "value": meta.get("resourceVersion")},
+                                {"op": "add", "path": path, "value": live_digest} if meta.get("annotations") else
+                                {"op": "add", "path": "/metadata/annotations", "value": {REPIN: live_digest}}]
+            try:
+                cluster.patch_service(namespace, name, patch, dry_run=dry_run == "server")
+            except Exception as exc:
+                if getattr(exc, "status", None) in (409, 422):
+                    raise Refused(CONFLICT, 3) from exc
+                raise Refused("rollout repin request outcome unknown; do not replay, check rollout explain") from exc
+            accepted, applied = True, dry_run == "none"
+            message = "API accepted annotation request; convergence not observed." if applied else \
+                "API dry-run accepted; no changes persisted."
+    except Refused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    follow = f"kubectl ome rollout explain {name} -n {namespace}" + (f" --context={context}" if context else "")
+    groups = len(groups_of(isvc))
+    result = {"apiVersion": REPORT_VERSION, "kind": "ActionResult", "action": "rollout repin",
+              "target": {"kind": "InferenceService", "namespace": namespace, "name": name, "uid": meta.get("uid"),
+                         "resourceVersion": meta.get("resourceVersion")},
+              "dryRun": dry_run, "accepted": accepted, "applied": applied, "runID": run.get("runID"),
+              "pinnedPlanDigest": pinned_digest, "requestedPlanDigest": live_digest, "groupCount": groups,
+              "message": message, "followUp": follow}
+    if output in ("json", "yaml"):
+        emit(result, output)
+        return 0
+    fields = [["FIELD", "VALUE"], ["action", "rollout repin"], ["target", f"InferenceService/{namespace}/{name}"],
+              ["dry-run", dry_run], ["accepted", "Yes" if accepted else "No"],
+              ["applied", "Yes" if applied else "No"], ["run-id", str(run.get("runID"))],
+              ["pinned-plan-digest", pinned_digest], ["requested-plan-digest", live_digest],
+              ["group-count", str(groups)], ["message", message], ["follow-up", follow],
+              ["hint", "Use -o json or -o yaml for full values."]]
+    print_table([[k, v if len(v) <= 56 else v[:53] + "..."] for k, v in fields])
     return 0

@@ -29,6 +29,7 @@ PAUSED_ANNOTATION = "ome.io/rollout-paused"
 PROMOTE_ANNOTATION = "ome.io/rollout-promote"
 ROLLBACK_ANNOTATION = "ome.io/rollout-rollback"
 READY_TIMEOUT_ANNOTATION = "ome.io/rollout-ready-timeout"
+REPIN_ANNOTATION = "ome.io/rollout-repin"
 
 SURGE_THEN_DRAIN = "SurgeThenDrain"
 IN_PLACE = ("InPlaceIfPossible", "InPlaceOnly")
@@ -803,6 +804,40 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def plan_digest(groups: list[Obj]) -> str:
+    """The digest of a plan's groups that `kubectl ome rollout repin` sends and the controller checks."""
+    return "rp1:" + _digest(groups)
+
+
+def topology(groups: list[Obj]) -> list[tuple[Any, ...]]:
+    """What a repin must keep: per group its progression, components, order, soak and ratio."""
+    return [(progression(g), tuple(g.get("components") or []), tuple(g.get("order") or []), g.get("soak"),
+             json.dumps(g.get("maintainRatio"), sort_keys=True)) for g in groups]
+
+
+def _repin(inputs: Inputs, run: Obj, events: list[tuple[str, str, str]], consume: list[str]) -> Obj:
+    """Answers ome.io/rollout-repin on an open run: the run follows the current plan, keeping its identity and
+    progress, when the request carries that plan's digest (or `now`) and the plan keeps the pinned topology."""
+    request = inputs.annotations.get(REPIN_ANNOTATION)
+    if request is None:
+        return run
+    consume.append(REPIN_ANNOTATION)
+    pinned = [g.get("group") or {} for g in (run.get("plan") or {}).get("groups") or []]
+    live = list(inputs.groups)
+    if pinned == live:
+        return run  # nothing to repin: the request is removed without an event
+    digest = plan_digest(live)
+    if request not in ("now", digest) or topology(live) != topology(pinned):
+        why = "another edit changed the plan's digest" if request not in ("now", digest) else \
+            "the live plan does not keep the pinned topology"
+        events.append(("Warning", "RolloutRepinRejected", f"run {run.get('runID')}: repin to {request} rejected: "
+                                                          f"{why}; run kubectl ome rollout repin again"))
+        return run
+    events.append(("Normal", "RolloutPlanRepinned", f"run {run.get('runID')} follows the current plan {digest}"))
+    return {**run, "pinnedAt": format_time(inputs.now),
+            "plan": {"groups": [{"source": "Inline", "group": g} for g in live]}}
+
+
 def _open_run(inputs: Inputs, grouped: list[str], kept_stables: dict[str, str]) -> Obj | None:
     """A run opens when a change gives a grouped component a new revision while an earlier one serves."""
     targets = []
@@ -837,9 +872,15 @@ def plan(inputs: Inputs, isvc: str) -> Outcome:
             run = _open_run(inputs, grouped, kept)
     elif grouped:
         run = _open_run(inputs, grouped, {})
+    repin_events: list[tuple[str, str, str]] = []
+    repin_consumed: list[str] = []
+    if run is not None:
+        run = _repin(inputs, run, repin_events, repin_consumed)
     groups = [entry.get("group") or {} for entry in ((run or {}).get("plan") or {}).get("groups") or []] \
         if run is not None else list(inputs.groups)
     planner = _Planner(inputs=inputs, groups=groups, run=run)
+    planner.events.extend(repin_events)
+    planner.consume.extend(repin_consumed)
     held_back = stalled(inputs)
     paused_now = inputs.annotations.get(PAUSED_ANNOTATION) in ("true", "freeze")
 
