@@ -75,7 +75,14 @@ async def test_status_explains_an_unschedulable_worker_and_wait_returns_the_docu
         report = dict(fields(waited.stdout))
         assert (report["Requested"], report["Outcome"], report["Reason"], report["Observed Ready"]) == (
             "Ready=True", "TimedOut", "ConditionNotMatched", "False")
-        refused = await kubectl("ome", "wait", ISVC, "-n", NS, "--for=rollout=stable", check=False)
+        # Without rollout groups the rollout reports NotConfigured, which never matches.
+        unmatched = await kubectl("ome", "wait", ISVC, "-n", NS, "--for=rollout=stable", "--timeout=1s",
+                                  check=False)
+        assert unmatched.returncode == 2, unmatched.output
+        report = dict(fields(unmatched.stdout))
+        assert (report["Requested"], report["Reason"], report["Reported rollout"]) == (
+            "Rollout=Stable", "RolloutNotMatched", "NotConfigured"), unmatched.stdout
+        refused = await kubectl("ome", "wait", ISVC, "-n", NS, "--for=migration=terminal", check=False)
         assert refused.returncode == 1 and refused.stderr.startswith("error: UnsupportedWaitPredicate")
 
         # A second GPU node with the model: the worker is placed, and the waits match.

@@ -207,12 +207,17 @@ async def test_a_canary_stops_at_its_gate_is_promoted_and_the_next_is_rolled_bac
 
     shown = await kubectl("ome", "rollout", "status", "chat", "-n", namespace)
     rows = {line.split()[0]: line.split()[1:] for line in shown.stdout.splitlines()}
-    assert rows["STEP"] == ["1/2"] and rows["GATE"] == ["Manual"] and rows["PHASE"] == ["Paused"], shown.stdout
-    assert rows["TRAFFIC"] == ["10%", "->", "10%"] and rows["REPORTED"][0] == "Paused", shown.stdout
+    # The reference's example, row for row: FIELD, SERVICE, ENGINE, DECODER, ROUTER.
+    assert rows["STEP"] == ["-", "1/2", "-", "-"] and rows["GATE"] == ["-", "Manual", "-", "-"], shown.stdout
+    assert rows["PHASE"] == ["-", "Paused", "-", "-"] and rows["REPORTED"] == ["Paused", "-", "-", "-"], shown.stdout
+    assert rows["TRAFFIC"] == ["-", "10%", "->", "10%", "-", "-"] and rows["CAPACITY"][1] == "25%", shown.stdout
 
     promoted = await kubectl("ome", "rollout", "promote", "chat", "-n", namespace, "--yes")
     result = dict(line.split(None, 1) for line in promoted.stdout.splitlines()[1:])
     assert (result["applied"], result["revision-hash"]) == ("Yes", canary), promoted.output
+    waited = await kubectl("ome", "wait", "chat", "-n", namespace, "--for=rollout=stable", "--timeout=120s",
+                           check=False)
+    assert waited.returncode == 0 and "RolloutMatched" in waited.stdout, waited.output + await describe()
     engine = await wait_for(lambda: at("Stable"), timeout=120, what="the canary completed", describe=describe)
     replicas = await replicas_of(control_plane, namespace, "chat")
     assert settled(replicas["engine"], 4)
@@ -230,6 +235,9 @@ async def test_a_canary_stops_at_its_gate_is_promoted_and_the_next_is_rolled_bac
     assert refused.returncode == 0, refused.output  # a canary in flight is work a pause can hold
     back = await kubectl("ome", "rollout", "rollback", "chat", "-n", namespace, "--yes")
     assert "applied         Yes" in back.stdout, back.output
+    waited = await kubectl("ome", "wait", "chat", "-n", namespace, "--for=rollout=rolled-back", "--timeout=120s",
+                           check=False)
+    assert waited.returncode == 0, waited.output + await describe()
     await wait_for(lambda: at("RolledBack"), timeout=120, what="the canary rolled back", describe=describe)
     replica = (await replicas_of(control_plane, namespace, "chat"))["engine"]
     assert replica["status"]["updateRevision"].endswith(engine["canary"]["stableRevisionHash"]), \

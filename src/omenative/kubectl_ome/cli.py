@@ -325,7 +325,7 @@ def wait(cluster: Cluster, namespace: str, name: str, args: argparse.Namespace) 
         raise CommandError("InvalidWaitFlags") from None
     if not 0 < timeout <= 24 * 3600:
         raise CommandError("InvalidWaitTimeout: require positive duration no greater than 24h")
-    poll = 2.0 if predicate.kind == "condition" else 5.0
+    poll = 2.0 if predicate.kind in ("condition", "rollout") else 5.0
     started = time.monotonic()
     reads = polls = 0
     uid = None
@@ -344,6 +344,8 @@ def wait(cluster: Cluster, namespace: str, name: str, args: argparse.Namespace) 
         uid = isvc["metadata"].get("uid")
         if predicate.kind == "condition":
             check = reports.check_condition(predicate, isvc, now())
+        elif predicate.kind == "rollout":
+            check = reports.check_rollout(predicate, isvc)
         else:
             reads += 1
             replica = reports.component_replica(cluster.replicas(namespace, name), isvc, predicate.component)

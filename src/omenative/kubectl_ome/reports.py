@@ -303,8 +303,8 @@ def status_rows(content: Obj, wide: bool) -> Rows:
 
 @attrs.frozen
 class Predicate:
-    kind: str  # "condition", "replicas-ready", "replicas-current"
-    status: str = "True"  # for condition=Ready
+    kind: str  # "condition", "replicas-ready", "replicas-current", "rollout"
+    status: str = "True"  # for condition=Ready; for rollout: the REPORTED state waited for
     component: str = ""
     replicas: int = 0
 
@@ -312,14 +312,17 @@ class Predicate:
     def spelling(self) -> str:
         if self.kind == "condition":
             return f"Ready={self.status}"
+        if self.kind == "rollout":
+            return f"Rollout={ROLLOUT_SPELLING[self.status]}"
         return f"{'ReadyReplicas' if self.kind == 'replicas-ready' else 'CurrentReplicas'}={self.replicas}"
 
 
 PREDICATE_HELP = ("InvalidWaitPredicate: require condition=Ready[=True|False|Unknown], rollout=stable|failed|"
                   "rolled-back, migration=terminal, replicas=ready|current, runtime-sync=acknowledged, or "
                   "held-revision=unheld")
-NOT_SERVED = ("rollout=stable", "rollout=failed", "rollout=rolled-back", "migration=terminal",
-              "runtime-sync=acknowledged", "held-revision=unheld")
+NOT_SERVED = ("migration=terminal", "runtime-sync=acknowledged", "held-revision=unheld")
+ROLLOUT_STATES = {"rollout=stable": "Succeeded", "rollout=failed": "Failed", "rollout=rolled-back": "RolledBack"}
+ROLLOUT_SPELLING = {"Succeeded": "Stable", "Failed": "Failed", "RolledBack": "RolledBack"}
 
 
 class InvalidWait(ValueError):
@@ -342,6 +345,10 @@ def parse_predicate(text: str | None, component: str | None, replicas: int | Non
             raise InvalidWait("InvalidCurrentReplicaFlags: require --component=engine|decoder|router and positive "
                               "--replicas=N; --ir-name and --ir-uid must be paired")
         return Predicate("replicas-current", component=component, replicas=replicas)
+    if text in ROLLOUT_STATES:
+        if component is not None or replicas is not None:
+            raise InvalidWait("InvalidWaitFlags")
+        return Predicate("rollout", status=ROLLOUT_STATES[text])
     if text in NOT_SERVED:
         raise InvalidWait(f"UnsupportedWaitPredicate: omenative does not report what --for={text} waits on")
     raise InvalidWait(PREDICATE_HELP)
@@ -368,6 +375,21 @@ def check_condition(predicate: Predicate, isvc: Obj, now: dt.datetime) -> Check:
     if view.status == predicate.status:
         return Check(True, "ConditionMatched", "Reported", observed)
     return Check(False, "ConditionNotMatched", "Reported", observed)
+
+
+def check_rollout(predicate: Predicate, isvc: Obj) -> Check:
+    """The rollout state `kubectl ome rollout status` shows as REPORTED, against the one waited for."""
+    from omenative.kubectl_ome.rollout import status_report
+
+    report = status_report(isvc)
+    service = report["service"]
+    observed = {"reported": service["REPORTED"], "state": service["STATE"], "epoch": service["EPOCH"],
+                "coordinationReady": service["COORDINATION"],
+                "issues": [i for values in report["issues"].values() for i in values]}
+    if not (isvc.get("status") or {}).get("components"):
+        return Check(False, "RolloutNotRecorded", "Unavailable", observed)
+    matched = service["REPORTED"] == predicate.status
+    return Check(matched, "RolloutMatched" if matched else "RolloutNotMatched", "Reported", observed)
 
 
 def component_replica(replicas: Iterable[Obj], isvc: Obj, component: str) -> Obj | None:
@@ -419,6 +441,8 @@ def wait_report(namespace: str, name: str, predicate: Predicate, outcome: str, c
     }
     if predicate.kind == "condition":
         content["observed"] = check.observed if check else {"status": "NotRecorded", "validity": "Unavailable"}
+    elif predicate.kind == "rollout":
+        content["rollout"] = check.observed if check else {"reported": "Unknown"}
     else:
         key = "readyReplicas" if predicate.kind == "replicas-ready" else "scale"
         content[key] = {"target": predicate.replicas, **(check.observed if check else {})}
@@ -443,6 +467,13 @@ def wait_rows(report: Obj) -> Rows:
             rows.append(("Condition inspection",
                          f"{inspection['state']} ({inspection['inspected']}/{inspection['total']})"))
             rows += [("Inspection warning", w) for w in inspection["warnings"]]
+    elif "rollout" in content:
+        part = content["rollout"]
+        rows += [("Reported rollout", part.get("reported", "Unknown")), ("Rollout state", part.get("state", "-")),
+                 ("Rollout epoch", part.get("epoch", "-")),
+                 ("Coordination Ready", part.get("coordinationReady", "-")),
+                 ("Freshness caveat", "Reported rollout; not current-spec convergence")]
+        rows += [("Rollout issue", issue) for issue in part.get("issues") or []]
     elif "readyReplicas" in content:
         part = content["readyReplicas"]
         valid = part.get("validity") == "Valid"
