@@ -19,7 +19,7 @@ def service(annotations: dict[str, str] | None = None, phase: str = "Paused") ->
     return {
         "metadata": {"name": "chat", "namespace": "prod", "uid": "u1", "resourceVersion": "7", "generation": 2,
                      "annotations": annotations or {}},
-        "spec": {"engine": {}, "rollout": {"groups": [CANARY_GROUP]}},
+        "spec": {"engine": {}, "rollout": {"groups": [copy.deepcopy(CANARY_GROUP)]}},
         "status": {"rollout": {"activeRun": {"runID": "run-1"}},
                    "components": {"engine": {
                        "rolloutPhase": phase, "lifecycle": {"replicas": 4, "updatedReplicas": 1},
@@ -79,3 +79,15 @@ def test_promote_sets_the_canary_hash_and_rollback_true() -> None:
     assert (key, value) == ("ome.io/rollout-rollback", "true")
     _, key, value, _ = ro._check(Cluster(service({"ome.io/rollout-paused": "true"})), "prod", "chat", "resume")
     assert (key, value) == ("ome.io/rollout-paused", None)
+
+
+def test_promote_passes_an_analysis_gate_only_with_the_override() -> None:
+    isvc = service()
+    isvc["spec"]["rollout"]["groups"][0]["canary"]["steps"][0] = {
+        "capacity": "25%", "traffic": 10, "analysis": {"interval": "1m", "failureLimit": 1, "metrics": []}}
+    with pytest.raises(Refused):
+        ro._check(Cluster(isvc), "prod", "chat", "promote")
+    _, key, value, _ = ro._check(Cluster(isvc), "prod", "chat", "promote", override_analysis=True)
+    assert (key, value) == ("ome.io/rollout-promote", "bbbb2222")
+    with pytest.raises(Refused):
+        ro._check(Cluster(service()), "prod", "chat", "promote", override_analysis=True)  # a manual gate

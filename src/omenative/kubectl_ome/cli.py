@@ -578,6 +578,9 @@ def build_parser() -> argparse.ArgumentParser:
         act.add_argument("--ome-namespace", default="ome")
         act.add_argument("-n", "--namespace", default=None)
         act.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
+        if verb == "promote":
+            act.add_argument("--override-analysis", action="store_true",
+                             help="bypass only this active analysis gate, including warm-up and bake; requires --yes")
     return parser
 
 
@@ -606,7 +609,8 @@ def main(argv: list[str] | None = None) -> int:
                                      output=args.output, context=args.context)
             return rollout.rollout_action(cluster, namespace, args.inferenceservice, args.action,
                                           dry_run=args.dry_run, yes=args.yes, output=args.output,
-                                          context=args.context)
+                                          context=args.context,
+                                          override_analysis=getattr(args, "override_analysis", False))
         if args.action == "list":
             return instance_list(cluster, namespace, args.inferenceservice, args.output)
         if args.action == "retry-blocks":

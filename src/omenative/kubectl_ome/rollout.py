@@ -182,7 +182,8 @@ def rollout_status(cluster: Any, namespace: str, name: str, output: str) -> int:
 # ------------------------------------------------------------------------------------------------- actions
 
 
-def _check(cluster: Any, namespace: str, name: str, action: str) -> tuple[Obj, str, str | None, list[str]]:
+def _check(cluster: Any, namespace: str, name: str, action: str,
+           override_analysis: bool = False) -> tuple[Obj, str, str | None, list[str]]:
     """Reads the InferenceService and refuses an action that is not safe now. Returns it, the annotation to set
     (or remove), its new value (None: remove) and the preview's extra rows."""
     try:
@@ -245,7 +246,8 @@ def _check(cluster: Any, namespace: str, name: str, action: str) -> tuple[Obj, s
         return isvc, ROLLBACK, "true", [*rows, f"Set annotation      {ROLLBACK}", 'Value               "true"']
     last = step == len(steps) - 1
     waiting = (phase == "Promoting" and int(steps[step].get("traffic") or 0) == 100) if last else phase == "Paused"
-    if gate_of(steps[step]) != "Manual" or not waiting or not canary.get("stepReadyTime") or \
+    wanted = "Analysis" if override_analysis else "Manual"
+    if gate_of(steps[step]) != wanted or not waiting or not canary.get("stepReadyTime") or \
             canary.get("observedTrafficWeight") != steps[step].get("traffic"):
         raise Refused("action refused: promote requires an active indefinite manual gate; analysis requires "
                       "explicit override")
@@ -266,10 +268,12 @@ def _work_in_progress(status: Obj) -> bool:
 
 
 def rollout_action(cluster: Any, namespace: str, name: str, action: str, *, dry_run: str, yes: bool, output: str,
-                   context: str | None) -> int:
+                   context: str | None, override_analysis: bool = False) -> int:
     deadline = time.monotonic() + ACTION_SECONDS
     try:
-        isvc, annotation, value, extra = _check(cluster, namespace, name, action)
+        if override_analysis and (action != "promote" or not yes):
+            raise Refused("--override-analysis applies to promote only and requires --yes")
+        isvc, annotation, value, extra = _check(cluster, namespace, name, action, override_analysis)
         meta = isvc["metadata"]
         affected = ",".join(sorted((isvc.get("status") or {}).get("components") or {})) or "-"
         print("ALPHA guarded action preview (not controller convergence)", file=sys.stderr)
@@ -282,7 +286,7 @@ def rollout_action(cluster: Any, namespace: str, name: str, action: str, *, dry_
         if not yes:
             _confirm(deadline)
         try:
-            again, *_ = _check(cluster, namespace, name, action)
+            again, *_ = _check(cluster, namespace, name, action, override_analysis)
         except Refused as exc:
             raise Refused(CONFLICT, 3) from exc
         if again["metadata"].get("resourceVersion") != meta.get("resourceVersion"):
@@ -310,6 +314,8 @@ def rollout_action(cluster: Any, namespace: str, name: str, action: str, *, dry_
             accepted, applied = True, dry_run == "none"
             message = "API accepted annotation request; convergence not observed." if applied else \
                 "API dry-run accepted; no changes persisted."
+            if override_analysis:
+                message = "Analysis override: " + message
     except Refused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
