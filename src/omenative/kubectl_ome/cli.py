@@ -111,22 +111,19 @@ class Cluster:
         return self.get_ome("inferenceservices", namespace, name)
 
     def patch_replica(self, namespace: str, name: str, patch: list[Obj], dry_run: bool) -> Obj:
-        """A JSON patch of an InferenceReplica (the kubernetes client sends a list body as a JSON patch)."""
+        return self.patch_ome("inferencereplicas", namespace, name, patch, dry_run)
+
+    def patch_ome(self, plural: str, namespace: str, name: str, patch: list[Obj], dry_run: bool) -> Obj:
+        """A JSON patch of an ome.io object (the kubernetes client sends a list body as a JSON patch)."""
         kwargs: dict[str, Any] = {"_content_type": "application/json-patch+json"}
         if dry_run:
             kwargs["dry_run"] = "All"
         api: Any = self.custom
-        return cast(Obj, api.patch_namespaced_custom_object(
-            c.GROUP, c.VERSION, namespace, "inferencereplicas", name, patch, **kwargs))
+        return cast(Obj, api.patch_namespaced_custom_object(c.GROUP, c.VERSION, namespace, plural, name, patch,
+                                                            **kwargs))
 
     def patch_service(self, namespace: str, name: str, patch: list[Obj], dry_run: bool) -> Obj:
-        """A JSON patch of an InferenceService."""
-        kwargs: dict[str, Any] = {"_content_type": "application/json-patch+json"}
-        if dry_run:
-            kwargs["dry_run"] = "All"
-        api: Any = self.custom
-        return cast(Obj, api.patch_namespaced_custom_object(
-            c.GROUP, c.VERSION, namespace, "inferenceservices", name, patch, **kwargs))
+        return self.patch_ome("inferenceservices", namespace, name, patch, dry_run)
 
     def replicas(self, namespace: str, isvc: str) -> list[Obj]:
         return sorted(self.list_ome("inferencereplicas", namespace, f"{c.LABEL_ISVC}={isvc}"), key=component_order)

@@ -15,15 +15,8 @@ import time
 from typing import Any
 
 from omenative.api import constants as c
-from omenative.api.rollout_validation import validate_rollout
-from omenative.controllers.inferenceservice.rollout import (
-    gate_of,
-    is_sequence,
-    plan_digest,
-    primary_of,
-    progression,
-    topology,
-)
+from omenative.api.rollout_validation import is_sequence, progression, validate_rollout
+from omenative.controllers.inferenceservice.rollout import gate_of, plan_digest, primary_of, topology
 from omenative.kubectl_ome.held import ACTION_SECONDS, Refused, _confirm, print_table_err
 from omenative.kubectl_ome.output import REPORT_VERSION, emit, print_table
 
@@ -182,10 +175,9 @@ def rollout_status(cluster: Any, namespace: str, name: str, output: str) -> int:
 # ------------------------------------------------------------------------------------------------- actions
 
 
-def _check(cluster: Any, namespace: str, name: str, action: str,
-           override_analysis: bool = False) -> tuple[Obj, str, str | None, list[str]]:
-    """Reads the InferenceService and refuses an action that is not safe now. Returns it, the annotation to set
-    (or remove), its new value (None: remove) and the preview's extra rows."""
+def read_target(cluster: Any, namespace: str, name: str) -> Obj:
+    """The InferenceService an action changes, refused when it can't be read, lacks a safe identity or is being
+    deleted (the target checks every action shares)."""
     try:
         isvc = cluster.inference_service(namespace, name)
     except Exception as exc:
@@ -197,6 +189,15 @@ def _check(cluster: Any, namespace: str, name: str, action: str,
         raise Refused("action refused: target identity is missing or unsafe")
     if meta.get("deletionTimestamp"):
         raise Refused("action refused: target is being deleted")
+    return dict(isvc)
+
+
+def _check(cluster: Any, namespace: str, name: str, action: str,
+           override_analysis: bool = False) -> tuple[Obj, str, str | None, list[str]]:
+    """Reads the InferenceService and refuses an action that is not safe now. Returns it, the annotation to set
+    (or remove), its new value (None: remove) and the preview's extra rows."""
+    isvc = read_target(cluster, namespace, name)
+    meta = isvc["metadata"]
     annotations: dict[str, str] = meta.get("annotations") or {}
     status = isvc.get("status") or {}
     paused = annotations.get(PAUSED)
@@ -267,6 +268,40 @@ def _work_in_progress(status: Obj) -> bool:
     return False
 
 
+def _send(cluster: Any, namespace: str, name: str, meta: Obj, annotation: str, value: str | None, *, yes: bool,
+          dry_run: str, deadline: float, recheck: Any, unknown: str) -> tuple[bool, bool, str]:
+    """The guarded flow after the preview: the prompt (or --yes), a second read that must find the same
+    resourceVersion, then one JSON patch testing the UID and resourceVersion. Returns (accepted, applied, message)."""
+    if not yes:
+        _confirm(deadline)
+    try:
+        again = recheck()
+    except Refused as exc:
+        raise Refused(CONFLICT, 3) from exc
+    if again["metadata"].get("resourceVersion") != meta.get("resourceVersion"):
+        raise Refused(CONFLICT, 3)
+    if dry_run == "client":
+        return False, False, "Validated locally; no patch sent."
+    path = "/metadata/annotations/" + annotation.replace("~", "~0").replace("/", "~1")
+    patch: list[Obj] = [{"op": "test", "path": "/metadata/uid", "value": meta.get("uid")},
+                        {"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")}]
+    if value is None:
+        patch.append({"op": "remove", "path": path})
+    elif not meta.get("annotations"):
+        patch.append({"op": "add", "path": "/metadata/annotations", "value": {annotation: value}})
+    else:
+        patch.append({"op": "add", "path": path, "value": value})
+    try:
+        cluster.patch_service(namespace, name, patch, dry_run=dry_run == "server")
+    except Exception as exc:
+        if getattr(exc, "status", None) in (409, 422):
+            raise Refused(CONFLICT, 3) from exc
+        raise Refused(unknown) from exc
+    applied = dry_run == "none"
+    return True, applied, ("API accepted annotation request; convergence not observed." if applied else
+                           "API dry-run accepted; no changes persisted.")
+
+
 def rollout_action(cluster: Any, namespace: str, name: str, action: str, *, dry_run: str, yes: bool, output: str,
                    context: str | None, override_analysis: bool = False) -> int:
     deadline = time.monotonic() + ACTION_SECONDS
@@ -283,39 +318,12 @@ def rollout_action(cluster: Any, namespace: str, name: str, action: str, *, dry_
                          ["Dry-run", dry_run], ["Affected", affected]])
         for row in extra:
             print(row, file=sys.stderr)
-        if not yes:
-            _confirm(deadline)
-        try:
-            again, *_ = _check(cluster, namespace, name, action, override_analysis)
-        except Refused as exc:
-            raise Refused(CONFLICT, 3) from exc
-        if again["metadata"].get("resourceVersion") != meta.get("resourceVersion"):
-            raise Refused(CONFLICT, 3)
-        accepted = applied = False
-        message = "Validated locally; no patch sent."
-        if dry_run != "client":
-            path = "/metadata/annotations/" + annotation.replace("~", "~0").replace("/", "~1")
-            patch: list[Obj] = [{"op": "test", "path": "/metadata/uid", "value": meta.get("uid")},
-                                {"op": "test", "path": "/metadata/resourceVersion",
-                                 "value": meta.get("resourceVersion")}]
-            if value is None:
-                patch.append({"op": "remove", "path": path})
-            elif not meta.get("annotations"):
-                patch.append({"op": "add", "path": "/metadata/annotations", "value": {annotation: value}})
-            else:
-                patch.append({"op": "add", "path": path, "value": value})
-            try:
-                cluster.patch_service(namespace, name, patch, dry_run=dry_run == "server")
-            except Exception as exc:
-                if getattr(exc, "status", None) in (409, 422):
-                    raise Refused(CONFLICT, 3) from exc
-                raise Refused("annotation request outcome unknown; check rollout status before another explicit "
-                              "request") from exc
-            accepted, applied = True, dry_run == "none"
-            message = "API accepted annotation request; convergence not observed." if applied else \
-                "API dry-run accepted; no changes persisted."
-            if override_analysis:
-                message = "Analysis override: " + message
+        accepted, applied, message = _send(
+            cluster, namespace, name, meta, annotation, value, yes=yes, dry_run=dry_run, deadline=deadline,
+            recheck=lambda: _check(cluster, namespace, name, action, override_analysis)[0],
+            unknown="annotation request outcome unknown; check rollout status before another explicit request")
+        if accepted and override_analysis:
+            message = "Analysis override: " + message
     except Refused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
@@ -544,15 +552,8 @@ def repin(cluster: Any, namespace: str, name: str, *, dry_run: str, yes: bool, o
     deadline = time.monotonic() + ACTION_SECONDS
 
     def check() -> tuple[Obj, Obj, str, str]:
-        try:
-            isvc = cluster.inference_service(namespace, name)
-        except Exception as exc:
-            raise Refused(READ_FAILED) from exc
-        if isvc is None:
-            raise Refused(READ_FAILED)
+        isvc = read_target(cluster, namespace, name)
         meta = isvc["metadata"]
-        if meta.get("deletionTimestamp"):
-            raise Refused("action refused: target is being deleted")
         status = isvc.get("status") or {}
         run = (status.get("rollout") or {}).get("activeRun")
         if not run:
@@ -583,32 +584,10 @@ def repin(cluster: Any, namespace: str, name: str, *, dry_run: str, yes: bool, o
                          ["UID", str(meta.get("uid"))], ["ResourceVersion", str(meta.get("resourceVersion"))],
                          ["Dry-run", dry_run], ["Run", str(run.get("runID"))], ["Pinned plan", pinned_digest],
                          ["Requested plan", live_digest], ["Set annotation", f"{REPIN}={live_digest}"]])
-        if not yes:
-            _confirm(deadline)
-        try:
-            again, *_ = check()
-        except Refused as exc:
-            raise Refused(CONFLICT, 3) from exc
-        if again["metadata"].get("resourceVersion") != meta.get("resourceVersion"):
-            raise Refused(CONFLICT, 3)
-        accepted = applied = False
-        message = "Validated locally; no patch sent."
-        if dry_run != "client":
-            path = "/metadata/annotations/" + REPIN.replace("/", "~1")
-            patch: list[Obj] = [{"op": "test", "path": "/metadata/uid", "value": meta.get("uid")},
-                                {"op": "test", "path": "/metadata/resourceVersion",
-                                 "value": meta.get("resourceVersion")},
-                                {"op": "add", "path": path, "value": live_digest} if meta.get("annotations") else
-                                {"op": "add", "path": "/metadata/annotations", "value": {REPIN: live_digest}}]
-            try:
-                cluster.patch_service(namespace, name, patch, dry_run=dry_run == "server")
-            except Exception as exc:
-                if getattr(exc, "status", None) in (409, 422):
-                    raise Refused(CONFLICT, 3) from exc
-                raise Refused("rollout repin request outcome unknown; do not replay, check rollout explain") from exc
-            accepted, applied = True, dry_run == "none"
-            message = "API accepted annotation request; convergence not observed." if applied else \
-                "API dry-run accepted; no changes persisted."
+        accepted, applied, message = _send(
+            cluster, namespace, name, meta, REPIN, live_digest, yes=yes, dry_run=dry_run, deadline=deadline,
+            recheck=lambda: check()[0],
+            unknown="rollout repin request outcome unknown; do not replay, check rollout explain")
     except Refused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code

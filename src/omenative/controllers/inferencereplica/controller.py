@@ -21,6 +21,7 @@ from omenative.controllers.context import BY_ISVC, BY_REPLICA, Context
 from omenative.controllers.inferencereplica import plan as planner
 from omenative.controllers.inferencereplica import requests
 from omenative.controllers.inferencereplica.retry import RetryPolicy
+from omenative.kube.annotations import remove_answered
 from omenative.kube.client import JSON_PATCH, ApiError
 from omenative.kube.controller import Result, split_key
 from omenative.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS, PODS
@@ -199,16 +200,7 @@ class InferenceReplicaController:
 
     async def _consume(self, ir: Obj, annotation: str) -> None:
         """Removes an answered request, unless it was replaced meanwhile (kubectl annotate --overwrite)."""
-        meta = ir["metadata"]
-        value = (meta.get("annotations") or {}).get(annotation)
-        path = "/metadata/annotations/" + annotation.replace("~", "~0").replace("/", "~1")
-        patch = [{"op": "test", "path": path, "value": value}, {"op": "remove", "path": path}]
-        try:
-            await self.ctx.client.patch(INFERENCE_REPLICAS, meta["name"], patch, meta["namespace"],
-                                        content_type=JSON_PATCH)
-        except ApiError as exc:
-            if not (exc.not_found or exc.status == 422):  # gone, or a newer request: the next pass answers it
-                raise
+        await remove_answered(self.ctx.client, INFERENCE_REPLICAS, ir, annotation)
 
     async def _finish_teardown(self, ir: Obj, isvc: str, component: str,
                                pods: dict[int, list[PodFacts]]) -> Result | None:

@@ -23,8 +23,9 @@ from omenative.controllers import fleet_metrics
 from omenative.controllers.context import BY_ISVC, Context, current_revision
 from omenative.controllers.inferenceservice import desired, rollout
 from omenative.controllers.inferenceservice.status import build_status
+from omenative.kube.annotations import remove_answered
 from omenative.kube.cache import NAMESPACE_INDEX
-from omenative.kube.client import JSON_PATCH, ApiError
+from omenative.kube.client import ApiError
 from omenative.kube.controller import Result, split_key
 from omenative.kube.expectations import expected
 from omenative.kube.gather import gather_all
@@ -292,18 +293,7 @@ class InferenceServiceController:
 
     async def consume(self, isvc: Obj, annotation: str) -> None:
         """Removes an answered request unless it was replaced meanwhile (a newer request is answered next)."""
-        meta = isvc["metadata"]
-        value = (meta.get("annotations") or {}).get(annotation)
-        if value is None:
-            return
-        path = "/metadata/annotations/" + annotation.replace("~", "~0").replace("/", "~1")
-        patch = [{"op": "test", "path": path, "value": value}, {"op": "remove", "path": path}]
-        try:
-            await self.ctx.client.patch(INFERENCE_SERVICES, meta["name"], patch, meta["namespace"],
-                                        content_type=JSON_PATCH)
-        except ApiError as exc:
-            if not (exc.not_found or exc.status == 422):
-                raise
+        await remove_answered(self.ctx.client, INFERENCE_SERVICES, isvc, annotation)
 
     async def write(self, refused: list[tuple[str, str, str]], request: Awaitable[Any], obj: Obj) -> Any:
         """Makes one write and returns its result; a refusal that retrying as is cannot fix (a quota, a webhook,

@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from omenative.api import constants as c
+from omenative.api.rollout_validation import is_sequence, progression
 from omenative.api.units import InvalidValue, format_duration, optional_duration, resolve_int_or_percent
 from omenative.observe.pods import format_time, parse_time
 
@@ -121,21 +122,6 @@ class Outcome:
 
 
 # ----------------------------------------------------------------------------------------------- the groups
-
-
-def progression(group: Obj) -> str:
-    if group.get("canary") is not None:
-        return "Canary"
-    if group.get("rollingUpdate") is not None:
-        return "RollingUpdate"
-    return "BlueGreen"
-
-
-def is_sequence(groups: list[Obj]) -> bool:
-    """Two or more blue-green groups of one component each, and nothing else but canaries."""
-    others = [g for g in groups if progression(g) != "Canary"]
-    return len(others) >= 2 and all(progression(g) == "BlueGreen" and len(g.get("components") or []) == 1
-                                    for g in others)
 
 
 def _duration(text: Any) -> float | None:
