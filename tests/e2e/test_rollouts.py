@@ -586,8 +586,22 @@ async def test_a_drifted_plan_is_repinned_and_explain_history_validate_show_the_
                    describe=describe)
     messages = await control_plane.event_messages(namespace, "RolloutPlanRepinned")
     assert len(messages) == 1, messages
-    engine = await wait_for(lambda: at("Paused"), timeout=30, what="the canary at its gate", describe=describe)
-    assert engine["canary"]["observedTrafficWeight"] == 20 and engine["canary"]["currentStep"] == 0
     again = await kubectl("ome", "rollout", "repin", "drift", "-n", namespace, "--yes", check=False)
     assert again.returncode == 1 and again.stderr.strip() == (
         "error: rollout repin refused: the current plan is already pinned"), again.output
+    # The new step raises the traffic weight: the canary holds before it (CanaryPreStep) until a promote.
+    explained = await kubectl("ome", "rollout", "explain", "drift", "-n", namespace)
+    assert "CanaryPreStep" in explained.stdout, explained.stdout
+    engine = await wait_for(lambda: at("Paused"), timeout=30, what="the canary held", describe=describe)
+    assert engine["canary"]["observedTrafficWeight"] == 10 and engine["canary"]["preStepHold"] is True
+    refused = await kubectl("ome", "rollout", "promote", "drift", "-n", namespace, "--yes", check=False)
+    assert refused.returncode == 1 and "promote requires an active indefinite manual gate" in refused.stderr
+    await kubectl("annotate", "inferenceservice", "drift", "-n", namespace,
+                  f"ome.io/rollout-promote={engine['canary']['canaryRevisionHash']}")
+
+    async def released() -> Obj | None:
+        engine = await at("Paused")
+        return engine if engine and not engine["canary"].get("preStepHold") else None
+
+    engine = await wait_for(released, timeout=30, what="the hold released", describe=describe)
+    assert engine["canary"]["observedTrafficWeight"] == 20 and engine["canary"]["currentStep"] == 0

@@ -498,3 +498,22 @@ def test_a_repin_moves_the_run_to_the_current_plan_keeping_its_identity() -> Non
     assert repinned.status["rollout"]["activeRun"]["runID"] == run_id
     assert repinned.directives["engine"].max_unavailable == 2
     assert drift_of(repinned) == ("RolloutPlanDrift", False, "InSync")
+
+
+def test_a_repin_to_more_traffic_holds_before_the_step_until_a_promote() -> None:
+    start = plan(CANARY, member("engine", 4))
+    gated = plan(CANARY, member("engine", 4, new=1), previous=carry(start))
+    edited = copy.deepcopy(CANARY)
+    edited[0]["canary"]["steps"][0]["traffic"] = 20
+    repinned = plan(edited, member("engine", 4, new=1), previous=carry(gated),
+                    annotations={r.REPIN_ANNOTATION: r.plan_digest(edited)})
+    canary = repinned.components["engine"]["canary"]
+    assert canary["preStepHold"] is True and canary["observedTrafficWeight"] == 10
+    assert repinned.components["engine"]["rolloutPhase"] == "Paused"
+    held = plan(edited, member("engine", 4, new=1), previous=carry(repinned))
+    assert held.components["engine"]["canary"]["observedTrafficWeight"] == 10
+    released = plan(edited, member("engine", 4, new=1), previous=carry(held),
+                    annotations={r.PROMOTE_ANNOTATION: NEW})
+    canary = released.components["engine"]["canary"]
+    assert "preStepHold" not in canary and canary["observedTrafficWeight"] == 20 and canary["currentStep"] == 0
+    assert released.consume == [r.PROMOTE_ANNOTATION]

@@ -245,6 +245,9 @@ def _check(cluster: Any, namespace: str, name: str, action: str,
         if phase not in CANARY_IN_FLIGHT:
             raise Refused(NO_WORK)
         return isvc, ROLLBACK, "true", [*rows, f"Set annotation      {ROLLBACK}", 'Value               "true"']
+    if canary.get("preStepHold"):
+        raise Refused("action refused: promote requires an active indefinite manual gate; analysis requires "
+                      "explicit override")
     last = step == len(steps) - 1
     waiting = (phase == "Promoting" and int(steps[step].get("traffic") or 0) == 100) if last else phase == "Paused"
     wanted = "Analysis" if override_analysis else "Manual"
@@ -418,9 +421,11 @@ def explain(cluster: Any, namespace: str, name: str, output: str) -> int:
         if progression(group) == "Canary" and names:
             block = components.get(primary_of(names)) or {}
             canary = block.get("canary") or {}
+            if canary.get("preStepHold"):
+                rows.append(["", "HOLD", "CanaryPreStep; evidence=Reported"])
             if block.get("rolloutPhase"):
                 rows.append(["", "PHASE", str(block["rolloutPhase"])])
-                if block["rolloutPhase"] == "Paused":
+                if block["rolloutPhase"] == "Paused" and not canary.get("preStepHold"):
                     rows.append(["", "HOLD", "ObservedPaused; evidence=Reported"])
             revisions = [f"{k}={canary[v]}" for k, v in (("stable", "stableRevisionHash"),
                                                          ("target", "canaryRevisionHash"),

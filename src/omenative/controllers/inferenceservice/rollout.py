@@ -145,6 +145,7 @@ class _Planner:
     consume: list[str] = attrs.field(factory=list)
     components: dict[str, Obj] = attrs.field(factory=dict)
     coordination: list[Obj] = attrs.field(factory=list)
+    repinned: bool = False  # this pass moved the run to the current plan
 
     @property
     def now(self) -> float:
@@ -446,6 +447,9 @@ def _canary(planner: _Planner, index: int, group: Obj, isvc: str) -> None:
         return
     step_index = min(int(state.get("currentStep") or 0), len(steps) - 1)
     step = steps[step_index]
+    if planner.repinned and state.get("canaryRevisionHash") == target and phase in IN_FLIGHT and \
+            int(step.get("traffic") or 0) > int(state.get("observedTrafficWeight") or 0):
+        state.update(currentStep=step_index, preStepHold=True)  # a repin may only hold or tighten exposure
     last = step_index == len(steps) - 1
     counts = {m.name: canary_count(step.get("capacity"), m.desired) for m in members}
 
@@ -497,13 +501,28 @@ def _canary(planner: _Planner, index: int, group: Obj, isvc: str) -> None:
         return
 
     state.setdefault("stepReadyTime", format_time(inputs.now))
-    state["observedTrafficWeight"] = int(step.get("traffic") or 0)
-    ready_at = parse_time(state["stepReadyTime"]) or inputs.now
-    gate = gate_of(step)
     promote = inputs.annotations.get(PROMOTE_ANNOTATION)
     if state.get("promotedThrough") and promote != state["promotedThrough"]:
         state.pop("promotedThrough")  # the answered request is gone: manual promotion is armed again
     promoted = promote == target and state.get("promotedThrough") != promote
+    if state.get("preStepHold"):
+        # After a repin to a step with more traffic: capacity converges, the recorded traffic and the step wait
+        # for an explicit promote.
+        if not promoted or paused:
+            for member in members:
+                planner.hold(member.name, "Canary", f"canary step {step_index + 1}/{len(steps)} holds before its "
+                                                    "higher traffic weight until ome.io/rollout-promote")
+            state["gate"] = gate_of(step)
+            _canary_status(planner, primary, state, PAUSED, isvc, target, state.get("stableRevisionHash"),
+                           int(state.get("observedTrafficWeight") or 0))
+            return
+        state.pop("preStepHold")
+        state["promotedThrough"] = promote
+        planner.consume.append(PROMOTE_ANNOTATION)
+        promoted = False  # the promote released the hold; the step's own gate comes next
+    state["observedTrafficWeight"] = int(step.get("traffic") or 0)
+    ready_at = parse_time(state["stepReadyTime"]) or inputs.now
+    gate = gate_of(step)
     opens = False
     if gate == "Immediate":
         opens = True
@@ -867,6 +886,7 @@ def plan(inputs: Inputs, isvc: str) -> Outcome:
     planner = _Planner(inputs=inputs, groups=groups, run=run)
     planner.events.extend(repin_events)
     planner.consume.extend(repin_consumed)
+    planner.repinned = any(e[1] == "RolloutPlanRepinned" for e in repin_events)
     held_back = stalled(inputs)
     paused_now = inputs.annotations.get(PAUSED_ANNOTATION) in ("true", "freeze")
 
