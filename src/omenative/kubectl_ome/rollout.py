@@ -144,10 +144,17 @@ def status_report(isvc: Obj) -> Obj:
     return {"service": service, "components": rows, "issues": issues}
 
 
-def rollout_status(cluster: Any, namespace: str, name: str, output: str) -> int:
+def _read(cluster: Any, namespace: str, name: str) -> Obj | None:
+    """The InferenceService a read command reports on; None (said on stderr) when there is none."""
     isvc = cluster.inference_service(namespace, name)
     if isvc is None:
         print(f'error: InferenceService "{name}" not found in namespace {namespace}', file=sys.stderr)
+    return dict(isvc) if isvc is not None else None
+
+
+def rollout_status(cluster: Any, namespace: str, name: str, output: str) -> int:
+    isvc = _read(cluster, namespace, name)
+    if isvc is None:
         return 1
     report = status_report(isvc)
     if output in ("json", "yaml"):
@@ -393,9 +400,8 @@ def _plan_rows(view: str, groups: list[Obj], head: str) -> list[list[str]]:
 
 
 def explain(cluster: Any, namespace: str, name: str, output: str) -> int:
-    isvc = cluster.inference_service(namespace, name)
+    isvc = _read(cluster, namespace, name)
     if isvc is None:
-        print(f'error: InferenceService "{name}" not found in namespace {namespace}', file=sys.stderr)
         return 1
     status = isvc.get("status") or {}
     declared_groups = groups_of(isvc)
@@ -458,9 +464,8 @@ def explain(cluster: Any, namespace: str, name: str, output: str) -> int:
 
 
 def history(cluster: Any, namespace: str, name: str, output: str) -> int:
-    isvc = cluster.inference_service(namespace, name)
+    isvc = _read(cluster, namespace, name)
     if isvc is None:
-        print(f'error: InferenceService "{name}" not found in namespace {namespace}', file=sys.stderr)
         return 1
     status = isvc.get("status") or {}
     rollout: Obj = status.get("rollout") or {}
@@ -508,9 +513,8 @@ def history(cluster: Any, namespace: str, name: str, output: str) -> int:
 def validate(cluster: Any, namespace: str, name: str, output: str) -> int:
     """The rollout checks of `validate`: the spec against admission's rules, and whether the controller resolved
     the plan. Exit 0 when OVERALL is Valid, 2 when Invalid or Unverifiable."""
-    isvc = cluster.inference_service(namespace, name)
+    isvc = _read(cluster, namespace, name)
     if isvc is None:
-        print(f'error: InferenceService "{name}" not found in namespace {namespace}', file=sys.stderr)
         return 1
     spec = isvc.get("spec") or {}
     errors, _ = validate_rollout(spec, dict(isvc["metadata"].get("annotations") or {}))

@@ -21,6 +21,7 @@ from omenative.api.validation import Context as Admission
 from omenative.api.validation import validate_inference_service
 from omenative.controllers import fleet_metrics
 from omenative.controllers.context import BY_ISVC, Context, current_revision
+from omenative.controllers.inferencereplica.plan import DELETING, FAILED, READY
 from omenative.controllers.inferenceservice import desired, rollout
 from omenative.controllers.inferenceservice.status import build_status
 from omenative.kube.annotations import remove_answered
@@ -237,12 +238,9 @@ class InferenceServiceController:
                     namespace=meta["namespace"], isvc=meta["name"], component=request.component,
                     result=rollout.verdict(inputs.samples[request.group])).inc()
         outcome = rollout.plan(inputs, meta["name"])
-        for _, reason, message in outcome.events:
-            if reason == "CanaryRollingBack":
-                cause = "analysis" if message.endswith("(analysis)") else "manual"
-                component = next(iter(outcome.components), "engine")
-                fleet_metrics.canary_rollback_total.labels(namespace=meta["namespace"], isvc=meta["name"],
-                                                           component=component, cause=cause).inc()
+        for component, cause in outcome.rollbacks:
+            fleet_metrics.canary_rollback_total.labels(namespace=meta["namespace"], isvc=meta["name"],
+                                                       component=component, cause=cause).inc()
         return outcome
 
     async def sample(self, request: rollout.AnalysisRequest, now: float) -> list[Obj]:
@@ -270,11 +268,11 @@ class InferenceServiceController:
         target = current_revision({"spec": part.replica["spec"], "status": status})
         prefix = naming.revision_name(meta["name"], part.name, "")
         current = str(status.get("currentRevision") or "")
-        rows = [r for r in ctx.rows.of(ir).values() if r.phase != "Deleting"] if ir is not None else []
+        rows = [r for r in ctx.rows.of(ir).values() if r.phase != DELETING] if ir is not None else []
         stable = current[len(prefix):] if current.startswith(prefix) and rows else None
         revisions = tuple(((r.target_revision or r.running_revision or ""),
-                           r.phase == "Ready" and r.running_revision == (r.target_revision or r.running_revision),
-                           r.phase == "Failed") for r in rows)
+                           r.phase == READY and r.running_revision == (r.target_revision or r.running_revision),
+                           r.phase == FAILED) for r in rows)
         strategy = ((part.component.get("lifecycle") or {}).get("updateStrategy") or {}).get("type")
         return rollout.Member(
             name=part.name, desired=desired_instances(ir) if ir is not None else part.min_replicas, target=target,

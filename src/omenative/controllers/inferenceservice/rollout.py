@@ -119,6 +119,7 @@ class Outcome:
     events: list[tuple[str, str, str]]  # (type, reason, message), each emitted once per transition
     consume: list[str]  # annotations answered by this status (removed once it is written)
     wake_in: float | None
+    rollbacks: list[tuple[str, str]] = attrs.field(factory=list)  # canaries rolled back now: (primary, cause)
 
 
 # ----------------------------------------------------------------------------------------------- the groups
@@ -146,6 +147,7 @@ class _Planner:
     components: dict[str, Obj] = attrs.field(factory=dict)
     coordination: list[Obj] = attrs.field(factory=list)
     repinned: bool = False  # this pass moved the run to the current plan
+    rollbacks: list[tuple[str, str]] = attrs.field(factory=list)  # canaries rolled back now: (primary, cause)
 
     @property
     def now(self) -> float:
@@ -453,6 +455,15 @@ def _canary(planner: _Planner, index: int, group: Obj, isvc: str) -> None:
     last = step_index == len(steps) - 1
     counts = {m.name: canary_count(step.get("capacity"), m.desired) for m in members}
 
+    def report(phase: str) -> None:
+        """The canary's status at `phase`, with the traffic weight it last recorded."""
+        _canary_status(planner, primary, state, phase, isvc, target, state.get("stableRevisionHash"),
+                       int(state.get("observedTrafficWeight") or 0))
+
+    def fail(message: str) -> None:
+        planner.events.append(("Warning", "CanaryFailed", message))
+        report(FAILED)
+
     def roll_back(cause: str) -> None:
         """Moves every member back to its stable revision at once, and holds the rejected one."""
         state["rolledBackRevisionHash"] = target
@@ -462,10 +473,11 @@ def _canary(planner: _Planner, index: int, group: Obj, isvc: str) -> None:
                 planner.set(member.name, rollback_to=stables[member.name])
         planner.events.append(("Normal", "CanaryRollingBack", f"rolling the canary {target} back to the stable "
                                                               f"revision {state.get('stableRevisionHash')} ({cause})"))
+        planner.rollbacks.append((primary, cause))
         _canary_status(planner, primary, state, ROLLING_BACK, isvc, target, state.get("stableRevisionHash"), 0)
 
     if rollback_asked and not paused:
-        roll_back("ome.io/rollout-rollback")
+        roll_back("manual")
         return
 
     for member in members:
@@ -473,8 +485,7 @@ def _canary(planner: _Planner, index: int, group: Obj, isvc: str) -> None:
             planner.set(member.name, partition=max(0, member.desired - counts[member.name]))
     ready = all(m.ready_on(m.target) >= counts[m.name] for m in members)
     if phase == FAILED:
-        _canary_status(planner, primary, state, FAILED, isvc, target, state.get("stableRevisionHash"),
-                       int(state.get("observedTrafficWeight") or 0))
+        report(FAILED)
         return
     if not ready:
         if state.get("stepReadyTime"):
@@ -483,11 +494,8 @@ def _canary(planner: _Planner, index: int, group: Obj, isvc: str) -> None:
         timeout = _ready_timeout(inputs, canary_spec)
         entered = parse_time(state.get("stepEnteredTime")) or inputs.now
         if timeout is not None and inputs.now - entered >= timeout:
-            planner.events.append(("Warning", "CanaryFailed", (
-                f"canary step {step_index + 1} waited {format_duration(timeout)} for its new Instances; the stable "
-                "Instances keep serving")))
-            _canary_status(planner, primary, state, FAILED, isvc, target, state.get("stableRevisionHash"),
-                           int(state.get("observedTrafficWeight") or 0))
+            fail(f"canary step {step_index + 1} waited {format_duration(timeout)} for its new Instances; the "
+                 "stable Instances keep serving")
             return
         if timeout is not None:
             planner.wake_at(entered + timeout)
@@ -496,8 +504,7 @@ def _canary(planner: _Planner, index: int, group: Obj, isvc: str) -> None:
                 planner.hold(member.name, "Canary", (
                     f"canary step {step_index + 1}/{len(steps)} waits for {counts[member.name]} {member.name} "
                     f"Instance(s) ready on {target}"))
-        _canary_status(planner, primary, state, PENDING, isvc, target, state.get("stableRevisionHash"),
-                       int(state.get("observedTrafficWeight") or 0))
+        report(PENDING)
         return
 
     state.setdefault("stepReadyTime", format_time(inputs.now))
@@ -513,8 +520,7 @@ def _canary(planner: _Planner, index: int, group: Obj, isvc: str) -> None:
                 planner.hold(member.name, "Canary", f"canary step {step_index + 1}/{len(steps)} holds before its "
                                                     "higher traffic weight until ome.io/rollout-promote")
             state["gate"] = gate_of(step)
-            _canary_status(planner, primary, state, PAUSED, isvc, target, state.get("stableRevisionHash"),
-                           int(state.get("observedTrafficWeight") or 0))
+            report(PAUSED)
             return
         state.pop("preStepHold")
         state["promotedThrough"] = promote
@@ -537,11 +543,8 @@ def _canary(planner: _Planner, index: int, group: Obj, isvc: str) -> None:
             roll_back("analysis")
             return
         if judged == "failed":
-            planner.events.append(("Warning", "CanaryFailed", (
-                f"canary step {step_index + 1}: its analysis stayed inconclusive past the ready timeout; the "
-                "stable Instances keep serving")))
-            _canary_status(planner, primary, state, FAILED, isvc, target, state.get("stableRevisionHash"),
-                           int(state.get("observedTrafficWeight") or 0))
+            fail(f"canary step {step_index + 1}: its analysis stayed inconclusive past the ready timeout; the "
+                 "stable Instances keep serving")
             return
         opens = judged == "pass" or (promoted and not paused)  # a promote overrides the analysis of this step
     else:  # Manual
@@ -568,16 +571,14 @@ def _canary(planner: _Planner, index: int, group: Obj, isvc: str) -> None:
         for member in members:
             planner.set(member.name, partition=max(0, member.desired - canary_count(nxt.get("capacity"),
                                                                                      member.desired)))
-        _canary_status(planner, primary, state, PENDING, isvc, target, state.get("stableRevisionHash"),
-                       state["observedTrafficWeight"])
+        report(PENDING)
         return
     for member in members:
         if member.on(member.target) < member.desired:
             planner.hold(member.name, "Canary", f"canary step {step_index + 1}/{len(steps)} waits at its {gate} gate")
     phase = PROMOTING if last else (PAUSED if gate in ("Manual", "Analysis") else CANARYING)
     state["gate"] = gate
-    _canary_status(planner, primary, state, phase, isvc, target, state.get("stableRevisionHash"),
-                   state["observedTrafficWeight"])
+    report(phase)
 
 
 # ------------------------------------------------------------------------------------------ canary analysis
@@ -987,7 +988,7 @@ def plan(inputs: Inputs, isvc: str) -> Outcome:
     wake = min(planner.wakes) - inputs.now if planner.wakes else None
     return Outcome(directives=planner.directives, status=status, components=planner.components,
                    conditions=conditions, events=events, consume=sorted(set(planner.consume)),
-                   wake_in=max(wake, 0.0) if wake is not None else None)
+                   wake_in=max(wake, 0.0) if wake is not None else None, rollbacks=planner.rollbacks)
 
 
 def _conditions(inputs: Inputs, run: Obj | None, planner: _Planner) -> list[tuple[str, bool, str, str]]:
