@@ -37,6 +37,8 @@ CONFIG_FLAGS = (
      "how long a canary step may wait for its new Instances when the service sets no readyTimeout (empty: no limit)"),
     ("--rollout-progress-deadline", "rollout_progress_deadline",
      "roll a group's rollout back when it made no progress for this long (empty: off, the default)"),
+    ("--migration-window", "migration_window",
+     "the window of --migration-max-per-window, and how long ended migration records stay in status"),
     ("--gang-schedule-timeout-min", "gang_schedule_timeout_min", "lower clamp of PodGroup scheduleTimeoutSeconds"),
     ("--gang-schedule-timeout-max", "gang_schedule_timeout_max", "upper clamp of PodGroup scheduleTimeoutSeconds"),
 )
@@ -101,6 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--update-retry-attempts", type=int, default=None,
                      help="attempts at a revision that fails for a reason of its own before it is held (0: hold at "
                           "the first failure)")
+    run.add_argument("--migration-max-per-window", type=int, default=None,
+                     help="migrations of a component that may start within --migration-window (unset: requests wait)")
+    run.add_argument("--migration-max-in-flight", type=int, default=None,
+                     help="migrations running at once (no effect: one Instance of a component moves at a time)")
     run.add_argument("--webhook-bind-address", default=None,
                      help="serve the admission webhook on this address (such as :9443); off when unset")
     run.add_argument("--webhook-service", default=None,
@@ -125,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure(args.log_level, args.log_format)
     config = load_config(args.config, {field: getattr(args, field) for _, field, _ in CONFIG_FLAGS}
                          | {"claim_unmoded": args.claim_unmoded, "update_retry_attempts": args.update_retry_attempts,
-                            "canary_analysis_prometheus_address": args.canary_analysis_prometheus_address})
+                            "canary_analysis_prometheus_address": args.canary_analysis_prometheus_address,
+                            "migration_max_per_window": args.migration_max_per_window,
+                            "migration_max_in_flight": args.migration_max_in_flight})
     webhook = None
     if args.webhook_bind_address:
         from omenative.webhook.server import WebhookOptions

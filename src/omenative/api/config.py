@@ -52,5 +52,11 @@ class ControllerConfig:
     # Roll a blue-green, rolling-update or sequence rollout back when none of its components made progress for this
     # long (as a Deployment's progressDeadlineSeconds, but acted on); None: off, as OME.
     rollout_progress_deadline: str | None = None
+    # Migration caps (OME's lifecycle.audit): how many of a component's migrations may start within the window, the
+    # window (also how long ended records stay in status.migrations), and migrations running at once (no effect:
+    # one Instance of a component moves at a time). Until all three are set, requests wait in Accepted.
+    migration_max_per_window: int | None = None
+    migration_window: str | None = None
+    migration_max_in_flight: int | None = None
     # Also run components that declare no deployment mode at all (they would be RawDeployment).
     claim_unmoded: bool = False

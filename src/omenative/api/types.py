@@ -660,6 +660,28 @@ class RolloutHold(Model):
 
 
 @attrs.define(kw_only=True)
+class MigrationStatus(Model):
+    """One migration request's record: where it is, and how it ended."""
+
+    request_uuid: str | None = field("requestUUID", "The request's ID (the annotation's suffix).", required=True)
+    trigger: str | None = field("trigger", "Manual: a migration request.", enum=("Manual", "Auto"))
+    source_instance: int | None = field("sourceInstance", "The Instance moved away.", minimum=0)
+    surge_instance: int | None = field("surgeInstance", "The replacement's index, once allocated.", minimum=0)
+    allocated_at: str | None = field("allocatedAt", "When the replacement got its index: the move started.")
+    from_node: str | None = field("fromNode", "The node to leave.")
+    hint_target_nodes: list[str] | None = field("hintTargetNodes", "Nodes the replacement prefers.")
+    phase: str | None = field("phase", "Where the migration is.", enum=(
+        "Accepted", "SurgePending", "SurgeReady", "Draining", "Completed", "Failed", "Relocated"))
+    reason: str | None = field("reason", "The requester's reason.")
+    message: str | None = field("message", "What it waits for, or how it ended.")
+    requested_by: str | None = field("requestedBy", "Who asked.")
+    started_at: str | None = field("startedAt", "When it was accepted.")
+    deadline: str | None = field("deadline", "When a migration that has not ended fails.")
+    completed_at: str | None = field("completedAt", "When it ended.")
+    succeeded: bool | None = field("succeeded", "Whether it completed.")
+
+
+@attrs.define(kw_only=True)
 class InferenceReplicaStatus(Model):
     """Observed state of a component's Instances. Counts are of Instances."""
 
@@ -688,6 +710,9 @@ class InferenceReplicaStatus(Model):
         "retryBlocks", "Revisions whose updates failed: retried with backoff, then held.",
         list_map_keys=("targetRevision",))
     rollout_hold: RolloutHold | None = field("rolloutHold", "The gate that last held the rollout.")
+    migrations: list[MigrationStatus] | None = field(
+        "migrations", "Migration records, one per request: those running, and those ended within the audit window.",
+        list_map_keys=("requestUUID",))
 
 
 @attrs.define(kw_only=True)

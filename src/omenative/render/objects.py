@@ -199,3 +199,42 @@ def pod_group(*, isvc: str, namespace: str, component: str, index: int, owner: J
         spec["scheduleTimeoutSeconds"] = schedule_timeout
     return {"apiVersion": f"{c.PODGROUP_GROUP}/{c.PODGROUP_VERSION}", "kind": "PodGroup", "metadata": meta,
             "spec": spec}
+
+
+def migration_audit_name(isvc: str) -> str:
+    return f"{isvc}-ome-migration-audit"
+
+
+MIGRATION_AUDIT_KEY = "history.json"
+MIGRATION_AUDIT_LIMIT = 200
+
+
+def merge_migration_history(text: str | None, rows: list[JSONDict], limit: int = MIGRATION_AUDIT_LIMIT) -> str:
+    """The audit ConfigMap's history.json with `rows` upserted by request ID: entries in the order first seen, the
+    last `limit` ended ones kept (those still Started are never dropped). A history that does not parse is started
+    over rather than blocking every migration."""
+    try:
+        loaded = json.loads(text) if text else []
+    except ValueError:
+        loaded = []
+    entries: list[JSONDict] = [e for e in loaded if isinstance(e, dict) and isinstance(e.get("id"), str)] \
+        if isinstance(loaded, list) else []
+    at = {e["id"]: i for i, e in enumerate(entries)}
+    for row in rows:
+        if row["id"] in at:
+            old = entries[at[row["id"]]]
+            entries[at[row["id"]]] = {**old, **row, "acceptedAt": old.get("acceptedAt") or row.get("acceptedAt")}
+        else:
+            at[row["id"]] = len(entries)
+            entries.append(dict(row))
+    ended = [i for i, e in enumerate(entries) if e.get("phase") != "Started"]
+    drop = set(ended[: max(len(ended) - limit, 0)])
+    return json.dumps([e for i, e in enumerate(entries) if i not in drop], separators=(",", ":"))
+
+
+def migration_audit(*, isvc: str, namespace: str, owner: JSONDict | None, history: str) -> JSONDict:
+    meta: JSONDict = {"name": migration_audit_name(isvc), "namespace": namespace,
+                      "labels": {c.LABEL_ISVC: isvc, c.LABEL_MANAGED_BY: c.MANAGED_BY_OMENATIVE}}
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {MIGRATION_AUDIT_KEY: history}}

@@ -33,6 +33,8 @@ class InstanceRef:
     replicas: int  # the component's desired Instances (OME_COMPONENT_REPLICAS)
     podgroup: str | None = None  # set for multi-pod Instances when PodGroups are in use
     owner: JSONDict | None = None  # ownerReference to the InferenceReplica
+    avoid_nodes: tuple[str, ...] = ()  # a migration's surge never runs on the node it leaves
+    prefer_nodes: tuple[str, ...] = ()  # and prefers the request's hints
 
 
 @attrs.frozen
@@ -113,6 +115,8 @@ def render_pod(ref: InstanceRef, slot: PodSlot, runners: list[JSONDict]) -> JSON
     name = slot.name(ref)
     ome_env = instance_env(ref, slot, runners)
     spec["containers"] = [_with_env(x, ome_env) for x in spec.get("containers") or []]
+    if ref.avoid_nodes or ref.prefer_nodes:
+        spec["affinity"] = with_placement(spec.get("affinity") or {}, ref.avoid_nodes, ref.prefer_nodes)
     spec["hostname"] = name
     spec["subdomain"] = naming.headless_service_name(ref.isvc, ref.component)
     gates = [g for g in spec.get("readinessGates") or [] if g.get("conditionType") != c.SERVING_GATE]
@@ -136,6 +140,24 @@ def render_pod(ref: InstanceRef, slot: PodSlot, runners: list[JSONDict]) -> JSON
     if ref.owner:
         metadata["ownerReferences"] = [ref.owner]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def with_placement(affinity: JSONDict, avoid: tuple[str, ...], prefer: tuple[str, ...]) -> JSONDict:
+    """The template's affinity, with `avoid` excluded from every required node term (terms are ORed, so each needs
+    it) and `prefer` added as a preferred term. Node names, matched by field: hostname labels can differ."""
+    out = copy.deepcopy(affinity)
+    node = out.setdefault("nodeAffinity", {})
+    if avoid:
+        required = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+        terms = required.get("nodeSelectorTerms") or [{}]
+        exclude = {"key": "metadata.name", "operator": "NotIn", "values": list(avoid)}
+        required["nodeSelectorTerms"] = [{**term, "matchFields": [*(term.get("matchFields") or []), exclude]}
+                                         for term in terms]
+    if prefer:
+        node.setdefault("preferredDuringSchedulingIgnoredDuringExecution", []).append(
+            {"weight": 100, "preference": {"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": list(prefer)}]}})
+    return out
 
 
 def pod_count(runners: list[JSONDict]) -> int:

@@ -30,6 +30,8 @@ import structlog
 from aiohttp import web
 
 from omenative.api import constants as c
+from omenative.api import migration_request
+from omenative.api.modes import declared_components
 from omenative.api.types import BaseModelSpec, ServingRuntimeSpec
 from omenative.api.validation import Context as Admission
 from omenative.api.validation import validate_inference_service
@@ -51,6 +53,15 @@ class WebhookOptions:
     service: str | None = None  # "namespace/name" of the Service in front of the webhook (in-cluster)
     url: str | None = None  # base URL the API server calls (local runs)
     cert_dir: str | None = None
+
+
+def migration_errors(obj: Obj, old: Obj) -> list[str]:
+    """Migration request annotations added or changed by this write that are malformed or name a component the
+    service does not declare (one left as it was is not judged again: its removal must stay possible)."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    before = (old.get("metadata") or {}).get("annotations") or {}
+    changed = {k: v for k, v in annotations.items() if migration_request.is_request(k) and before.get(k) != v}
+    return migration_request.check_annotations(changed, set(declared_components(obj.get("spec") or {})))
 
 
 def review_response(request: Obj, *, allowed: bool, message: str = "", warnings: tuple[str, ...] = (),
@@ -141,10 +152,12 @@ class WebhookServer:
             return web.json_response(review_response(req, allowed=True))
         old = req.get("oldObject") if req.get("operation") == "UPDATE" else None
         findings = validate_inference_service(obj, self.admission_context(obj), old=old or None)
-        message = "; ".join(findings.errors)
-        if not findings.allowed:
+        errors = list(findings.errors) + migration_errors(obj, old or {})
+        message = "; ".join(errors)
+        allowed = findings.allowed and not errors
+        if not allowed:
             log.info("rejected an InferenceService", name=(obj.get("metadata") or {}).get("name"), reason=message)
-        return web.json_response(review_response(req, allowed=findings.allowed, message=message,
+        return web.json_response(review_response(req, allowed=allowed, message=message,
                                                  warnings=findings.warnings))
 
     async def mutate_inference_service(self, request: web.Request) -> web.Response:

@@ -9,17 +9,18 @@ from typing import Any
 import structlog
 
 from omenative.api import constants as c
-from omenative.api import naming
+from omenative.api import migration_request, naming
 from omenative.api.conditions import settle
 from omenative.api.defaults import RECREATE, SURGE_THEN_DRAIN, ready_timeout
 from omenative.api.instance_status import encode_rows, progress_only
 from omenative.api.readiness import desired_instances
-from omenative.api.types import RetryBlock, RolloutHold
+from omenative.api.types import MigrationStatus, RetryBlock, RolloutHold
 from omenative.api.units import InvalidValue, format_duration, optional_duration
 from omenative.controllers import fleet_metrics
 from omenative.controllers.context import BY_ISVC, BY_REPLICA, Context
+from omenative.controllers.inferencereplica import audit, requests
 from omenative.controllers.inferencereplica import plan as planner
-from omenative.controllers.inferencereplica import requests
+from omenative.controllers.inferencereplica.migration import Caps
 from omenative.controllers.inferencereplica.retry import RetryPolicy
 from omenative.kube.annotations import remove_answered
 from omenative.kube.client import JSON_PATCH, ApiError
@@ -33,6 +34,15 @@ log = structlog.get_logger(__name__)
 # Pod counts alone (routine progress) wait this long for a change that matters before they are written on their own.
 PROGRESS_PERIOD = 5.0
 Obj = dict[str, Any]
+
+
+def migration_caps(config: Any) -> Caps:
+    try:
+        window = optional_duration(config.migration_window)
+    except InvalidValue:
+        window = None
+    return Caps(max_per_window=config.migration_max_per_window, window=window,
+                max_in_flight=config.migration_max_in_flight)
 
 
 def label_selector(isvc: str, component: str) -> str:
@@ -107,6 +117,8 @@ class InferenceReplicaController:
             status["retryBlocks"] = [block.to_dict() for block in result.retry_blocks]
         if result.rollout_hold is not None:
             status["rolloutHold"] = result.rollout_hold.to_dict()
+        if result.migrations:
+            status["migrations"] = [record.to_dict() for record in result.migrations]
         if old_status.get("collisionCount"):
             status["collisionCount"] = old_status["collisionCount"]
         if not deleting and progress_only(old_status, status):
@@ -118,6 +130,9 @@ class InferenceReplicaController:
                 return Result(requeue_after=min(later, result.wake_in + 0.5) if result.wake_in is not None
                               else later)
         self._progress.pop(key, None)
+        if result.audit:
+            # The audit history first: a crash before the status write repeats the same rows (upserted by ID).
+            await audit.record(ctx, parent if parent is not ir else None, namespace, isvc, result.audit)
         written = await ctx.applier.apply_status(INFERENCE_REPLICAS, name, namespace, status)
         version = (written or {}).get("metadata", {}).get("resourceVersion")
         if version and version != meta.get("resourceVersion"):  # a write was made (not skipped as a no-op)
@@ -191,6 +206,10 @@ class InferenceReplicaController:
             rollout_hold=RolloutHold.from_dict(hold) if isinstance(hold, dict) else None,
             reset_request=annotations.get(requests.RESET_ANNOTATION),
             release_request=annotations.get(requests.RELEASE_ANNOTATION),
+            migration_requests=tuple((k, annotations[k]) for k in migration_request.request_keys(annotations)),
+            migrations=[MigrationStatus.from_dict(m) for m in status.get("migrations") or [] if isinstance(m, dict)],
+            migration_mode=(lifecycle.get("migrationPolicy") or {}).get("mode") or "Auto",
+            migration_caps=migration_caps(ctx.config),
             who=f"InferenceReplica {meta['namespace']}/{meta['name']} component={component}",
             partition=int(pacing.get("partition") or 0),
             pacing_budget=pacing.get("maxUnavailable"),

@@ -29,14 +29,23 @@ from omenative.api import constants as c
 from omenative.api.config import ControllerConfig
 from omenative.api.defaults import IN_PLACE_ONLY, RECREATE, SURGE_THEN_DRAIN
 from omenative.api.readiness import Serving, replica_ready
-from omenative.api.types import Condition, InstanceOperation, InstanceStatus, LastFailure, RetryBlock, RolloutHold
+from omenative.api.types import (
+    Condition,
+    InstanceOperation,
+    InstanceStatus,
+    LastFailure,
+    MigrationStatus,
+    RetryBlock,
+    RolloutHold,
+)
 from omenative.api.units import format_duration, optional_duration, resolve_int_or_percent
-from omenative.controllers.inferencereplica import requests
+from omenative.controllers.inferencereplica import migration, requests
 from omenative.controllers.inferencereplica.retry import HELD, RetryBlocks, RetryPolicy, counts
 from omenative.observe.pods import PodFacts, format_time, parse_time
 
 CREATING, READY, RESTARTING, PENDING, FAILED, DELETING, UPDATING = (
     "Creating", "Ready", "Restarting", "Pending", "Failed", "Deleting", "Updating")
+MIGRATING = migration.MIGRATING
 RETRY_MAX_SECONDS = 600.0
 UNSCHEDULABLE = "Unschedulable"  # an operation's `waiting`: the scheduler cannot place a pod (the clock stops)
 PAUSED = "Paused"  # an operation's `waiting`: the InferenceService's rollout is paused (the clock stops)
@@ -83,6 +92,12 @@ class ReplicaView:
     pacing_budget: int | str | None = None  # Instances moving at once, on top of the strategy's own budget
     paused: bool = False  # no update, create or rebuild starts; a surge does not drain its source; clocks stop
     freeze: bool = False  # paused, and no repair starts either
+    # Migration: requests forwarded onto the replica (annotation key, value), its records, the component's
+    # lifecycle.migrationPolicy.mode and the controller's caps.
+    migration_requests: tuple[tuple[str, str], ...] = ()
+    migrations: list[MigrationStatus] = attrs.field(factory=list)
+    migration_mode: str = "Auto"
+    migration_caps: migration.Caps = attrs.field(factory=migration.Caps)
 
     def revision_name(self, revision: str | None) -> str:
         return f"{self.revision_prefix}{revision or ''}"
@@ -109,6 +124,8 @@ class ReplicaPlan:
     retry_blocks: list[RetryBlock] = attrs.field(factory=list)
     rollout_hold: RolloutHold | None = None
     answered: tuple[str, ...] = ()  # request annotations answered by this plan, to remove once it is written
+    migrations: list[MigrationStatus] = attrs.field(factory=list)
+    audit: list[dict[str, object]] = attrs.field(factory=list)  # audit history rows to upsert before the status
 
 
 @attrs.frozen
@@ -172,6 +189,7 @@ class _Planner:
     out_of_service: int = 0  # Instances restarting or recreated for an update: what maxUnavailable caps
     hold: tuple[str, str] | None = None  # (gate, reason) of the rollout, when it could not move
     advanced: bool = False  # an update or retry started in this pass
+    surges: set[int] = attrs.field(factory=set)  # Instances that are the surge of a migration still running
 
     def wake_at(self, when: float | None) -> None:
         if when is not None and when > self.view.now and when != math.inf:
@@ -421,6 +439,8 @@ class _Planner:
             return self.check_drain(row, facts)
         if phase == UPDATING and row.operation is not None and row.operation.step == "Surge":
             return row  # a surge source: settled with its replacement in `settle_surges`
+        if phase == MIGRATING or (phase == FAILED and row.index in self.surges):
+            return row  # a migration's source, or its failed surge: the migration settles them
         if phase == CREATING and row.target_revision != view.update_revision and not view.paused and \
                 (row.operation is None or row.operation.type == "Create") and not facts.any_serving():
             # Not up yet and already outdated: start it over on the new revision.
@@ -719,6 +739,14 @@ def _conditions(view: ReplicaView, rows: list[InstanceStatus], counts_: Counts,
                 message=f"the scheduler-plugins PodGroup CRD ({c.PODGROUP_CRD}) is not installed, so an Instance's "
                         "pods may be scheduled partially; install it to gang-schedule them",
                 last_transition_time=now))
+    if view.migration_caps.configured:
+        out.append(Condition(type="MigrationPolicyUnconfigured", status="False", reason="MigrationCapacityConfigured",
+                             message="the migration caps are set", last_transition_time=now))
+    else:
+        out.append(Condition(type="MigrationPolicyUnconfigured", status="True", reason="MigrationCapacityUnconfigured",
+                             message="migration requests wait in Accepted until the controller's migration caps "
+                                     "(audit.maxMigrationsPerWindow, audit.window, audit.maxInFlightMigrations) are "
+                                     "set", last_transition_time=now))
     if view.ready_timeout is None:
         out.append(Condition(type="InstanceReadyTimeoutUnconfigured", status="True",
                              reason="InstanceReadyTimeoutUnconfigured",
@@ -748,6 +776,7 @@ def plan(view: ReplicaView) -> ReplicaPlan:
     blocks = RetryBlocks.of(view.retry_blocks, view.retry_policy, view.now,
                             {view.revision_name(view.update_revision)})
     planner = _Planner(view, blocks)
+    planner.surges = {r.surge_instance for r in migration.active(view.migrations) if r.surge_instance is not None}
     rows = {r.index: r for r in view.rows if r.index is not None}
 
     # Adopt Instances whose pods exist without a row (a status write that was lost): never orphan a pod.
@@ -774,6 +803,15 @@ def plan(view: ReplicaView) -> ReplicaPlan:
             continue  # drained and gone
         next_rows[index] = planner.step(row, facts)
 
+    # Migrations: requests become records; the running one moves on (one per component at a time).
+    moves = migration.Migrations(planner, list(view.migrations), list(view.migration_requests),
+                                 view.migration_mode, view.migration_caps)
+    moves.take_requests(next_rows)
+    moves.step(next_rows, set(next_rows) | set(view.pods))
+    records = moves.prune()
+    moving = {r.surge_instance for r in migration.active(records)
+              if r.surge_instance is not None and r.phase in (migration.SURGE_PENDING, migration.SURGE_READY)}
+
     # Updates: replacements that came up drain their sources; outdated Instances start moving.
     planner.settle_surges(next_rows)
     taken = set(next_rows) | set(view.pods)
@@ -789,7 +827,8 @@ def plan(view: ReplicaView) -> ReplicaPlan:
     # replacement stands in for its source, so the pair counts once.
     targets = {r.operation.surge_index for r in next_rows.values()
                if r.phase == UPDATING and r.operation is not None and r.operation.surge_index is not None}
-    active = [r for r in next_rows.values() if r.phase != DELETING and r.index not in targets]
+    active = [r for r in next_rows.values() if r.phase != DELETING and r.index not in targets
+              and r.index not in moving]
     missing = (0 if view.deleting else view.replicas) - len(active)
     if view.paused and missing > 0:
         missing = 0  # no new Instance starts while the rollout is paused (scale-down goes ahead)
@@ -808,7 +847,9 @@ def plan(view: ReplicaView) -> ReplicaPlan:
         next_rows[index] = row
     if missing < 0:
         # Remove what serves least first: Instances not Ready, then the highest index; a handover pair last.
-        victims = sorted(active, key=lambda r: (r.phase == UPDATING, r.phase == READY, -(r.index or 0)))[: -missing]
+        # A migrating Instance and its surge are kept.
+        keep = [r for r in active if r.phase != MIGRATING and r.index not in planner.surges | moving]
+        victims = sorted(keep, key=lambda r: (r.phase == UPDATING, r.phase == READY, -(r.index or 0)))[: -missing]
         reason = "teardown" if view.deleting else "scale down"
         for row in victims:
             next_rows[row.index or 0] = planner.delete(row, reason)
@@ -840,4 +881,5 @@ def plan(view: ReplicaView) -> ReplicaPlan:
     return ReplicaPlan(rows=final, counts=counts_, current_revision=current,
                        conditions=_conditions(view, final, counts_, blocks), events=planner.events,
                        wake_in=min(planner.wakes) if planner.wakes else None, retry_blocks=blocks.to_list(),
-                       rollout_hold=_rollout_hold(view, planner), answered=answered)
+                       rollout_hold=_rollout_hold(view, planner), answered=answered + tuple(moves.answered),
+                       migrations=records, audit=moves.audit)

@@ -11,7 +11,7 @@ import attrs
 import structlog
 
 from omenative.api import constants as c
-from omenative.api import naming
+from omenative.api import migration_request, naming
 from omenative.api.modes import declared_components
 from omenative.api.readiness import desired_instances
 from omenative.api.selection import Candidate, no_runtime_message, select_runtime
@@ -21,6 +21,7 @@ from omenative.api.validation import Context as Admission
 from omenative.api.validation import validate_inference_service
 from omenative.controllers import fleet_metrics
 from omenative.controllers.context import BY_ISVC, Context, current_revision
+from omenative.controllers.inferencereplica import audit as migration_audit
 from omenative.controllers.inferencereplica.plan import DELETING, FAILED, READY
 from omenative.controllers.inferenceservice import desired, rollout
 from omenative.controllers.inferenceservice.status import build_status
@@ -188,6 +189,7 @@ class InferenceServiceController:
                 writes.append(self.write(refused, ctx.applier.apply(SERVICES, plan.entry), plan.entry))
             await gather_all(writes)
             await self.clean_up(isvc, plan)
+            await self.forward_migrations(isvc, plan)
         replicas = {part.name: ctx.get(INFERENCE_REPLICAS, namespace, part.replica["metadata"]["name"])
                     for part in plan.components}
         status = build_status(isvc, plan, replicas, problems, format_time(ctx.wall_clock()), refused=refused,
@@ -288,6 +290,47 @@ class InferenceServiceController:
         found = self.ctx.get(CONTROLLER_REVISIONS, meta["namespace"],
                              naming.revision_name(meta["name"], component, revision))
         return pairing_of(((found or {}).get("data") or {}).get("runners") or [])
+
+    # -- migration requests
+    async def forward_migrations(self, isvc: Obj, plan: desired.Plan) -> None:
+        """Hands each migration request to its component's InferenceReplica (as the same annotation there, which the
+        replica's controller records in its status), then removes it from the InferenceService. A request for a
+        component the service does not declare is rejected; one for a component not on OMENative stays, as OME
+        documents (no InferenceReplica can act on it)."""
+        ctx = self.ctx
+        meta = isvc["metadata"]
+        annotations: dict[str, str] = meta.get("annotations") or {}
+        parts = {part.name: part for part in plan.components}
+        declared = set(declared_components(isvc.get("spec") or {}))
+        rejected: list[Obj] = []
+        done: list[str] = []
+        for key in migration_request.request_keys(annotations):
+            parsed = migration_request.parse(key, annotations[key])
+            uuid = key[len(migration_request.PREFIX):]
+            if isinstance(parsed, str) or parsed.component not in declared:
+                why = parsed if isinstance(parsed, str) else \
+                    f"migration request {uuid}: the InferenceService has no {parsed.component}"
+                ctx.events.event(isvc, "Warning", "MigrationRequestRejected",
+                                 f"OMENative migration uuid={uuid} rejected: {why}")
+                rejected.append({"id": uuid, "phase": "Failed", "outcome": why, "at": format_time(ctx.wall_clock())})
+                done.append(key)
+                continue
+            if parsed.component not in parts:
+                continue  # RawDeployment or MultiNode: left for the user to remove
+            ir = ctx.get(INFERENCE_REPLICAS, meta["namespace"], parts[parsed.component].replica["metadata"]["name"])
+            if ir is None or ir["metadata"].get("deletionTimestamp"):
+                continue  # not created yet (or going): a later pass hands it over
+            recorded = any(isinstance(m, dict) and m.get("requestUUID") == uuid
+                           for m in (ir.get("status") or {}).get("migrations") or [])
+            if not recorded and (ir["metadata"].get("annotations") or {}).get(key) != annotations[key]:
+                await ctx.client.patch(INFERENCE_REPLICAS, ir["metadata"]["name"],
+                                       {"metadata": {"annotations": {key: annotations[key]}}}, meta["namespace"],
+                                       field_manager=ctx.applier.field_manager)
+            done.append(key)
+        if rejected:
+            await migration_audit.record(ctx, isvc, meta["namespace"], meta["name"], rejected)
+        for key in done:  # only once the replica holds it (or the rejection is recorded)
+            await self.consume(isvc, key)
 
     async def consume(self, isvc: Obj, annotation: str) -> None:
         """Removes an answered request unless it was replaced meanwhile (a newer request is answered next)."""

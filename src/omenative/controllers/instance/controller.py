@@ -15,7 +15,9 @@ import structlog
 from omenative.api import constants as c
 from omenative.api import naming
 from omenative.api.defaults import gang_schedule_timeout, ready_timeout
+from omenative.api.types import MigrationStatus
 from omenative.controllers.context import BY_INSTANCE, Context
+from omenative.controllers.inferencereplica import migration
 from omenative.controllers.instance import plan as planner
 from omenative.kube.controller import Result
 from omenative.kube.expectations import expected
@@ -77,9 +79,13 @@ class InstanceController:
         gang = multi and ctx.podgroup_crd_installed()
         podgroup_name = naming.podgroup_name(isvc, component, index) if gang else None
         owner = objects.owner_reference(ir)
+        avoid, prefer = migration.placement(
+            [MigrationStatus.from_dict(m) for m in (ir.get("status") or {}).get("migrations") or []
+             if isinstance(m, dict)], index)
         ref = InstanceRef(isvc=isvc, namespace=namespace, component=component, index=index,
                           incarnation=row.incarnation or 1, revision=row.target_revision or "",
-                          replicas=int(spec.get("replicas") or 1), podgroup=podgroup_name, owner=owner)
+                          replicas=int(spec.get("replicas") or 1), podgroup=podgroup_name, owner=owner,
+                          avoid_nodes=avoid, prefer_nodes=prefer)
         if gang and not ctx.podgroups_cached():
             return Result(requeue_after=1.0)  # the PodGroup cache is starting: pods wait for their PodGroup
         intent = None

@@ -21,7 +21,15 @@ from typing import Any
 import attrs
 
 from omenative.api.units import format_duration
-from omenative.controllers.inferencereplica.plan import CREATING, DELETING, READY, RESTARTING, UPDATING, Event
+from omenative.controllers.inferencereplica.plan import (
+    CREATING,
+    DELETING,
+    MIGRATING,
+    READY,
+    RESTARTING,
+    UPDATING,
+    Event,
+)
 from omenative.observe.nodes import GONE, NodeHealth, dead_evidence
 from omenative.observe.pods import PodFacts, pod_facts
 from omenative.render.pods import InstanceRef, pod_count, render_pod, slots
@@ -148,7 +156,7 @@ def plan(view: InstanceView) -> InstanceActions:
 
     apply_podgroup = delete_podgroup = None
     podgroup_ready = True
-    if view.podgroup_intent is not None and view.phase in (CREATING, RESTARTING, UPDATING, READY):
+    if view.podgroup_intent is not None and view.phase in (CREATING, RESTARTING, UPDATING, READY, MIGRATING):
         if view.podgroup is None:
             apply_podgroup = view.podgroup_intent
             podgroup_ready = False
@@ -190,7 +198,7 @@ def plan(view: InstanceView) -> InstanceActions:
                 creates.append(render_pod(ref, slot, view.runners))
 
     # The gang enters rotation together, once every pod's containers are ready.
-    if view.phase in (CREATING, RESTARTING, UPDATING, READY) and view.runners is not None:
+    if view.phase in (CREATING, RESTARTING, UPDATING, READY, MIGRATING) and view.runners is not None:
         wanted = pod_count(view.runners)
         live: list[tuple[Obj, PodFacts]] = [(p, f) for p, f in current if not f.terminal]
         if len(live) >= wanted and all(f.containers_ready for _, f in live):
