@@ -96,6 +96,7 @@ start_local() {
   nohup setsid "$repo/.venv/bin/omenative" run --kubeconfig "$KUBECONFIG" --log-format json \
     --metrics-bind-address "127.0.0.1:$metrics" --health-probe-bind-address "127.0.0.1:$health" \
     --webhook-bind-address "127.0.0.1:$webhook" --webhook-url "https://127.0.0.1:$webhook" \
+    --migration-max-per-window 10 --migration-window 1h --migration-max-in-flight 3 \
     >"$sandbox/omenative.log" 2>&1 < /dev/null &
   echo $! > "$sandbox/omenative.pid"
   echo "$metrics" > "$sandbox/metrics.port"

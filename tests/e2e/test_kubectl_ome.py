@@ -83,7 +83,7 @@ async def test_status_explains_an_unschedulable_worker_and_wait_returns_the_docu
         assert (report["Requested"], report["Reason"], report["Reported rollout"]) == (
             "Rollout=Stable", "RolloutNotMatched", "NotConfigured"), unmatched.stdout
         refused = await kubectl("ome", "wait", ISVC, "-n", NS, "--for=migration=terminal", check=False)
-        assert refused.returncode == 1 and refused.stderr.startswith("error: UnsupportedWaitPredicate")
+        assert refused.returncode == 1 and refused.stderr.startswith("error: InvalidMigrationWaitFlags")
 
         # A second GPU node with the model: the worker is placed, and the waits match.
         second = await sim_nodes("gpu", gpus=1)

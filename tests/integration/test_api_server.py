@@ -188,6 +188,7 @@ async def test_both_overlays_of_deploy_pass_the_api_servers_validation(control_p
                                 if line.endswith("serverside-applied (server dry run)")}
         common = {"serviceaccount/omenative", "clusterrole.rbac.authorization.k8s.io/omenative",
                   "clusterrole.rbac.authorization.k8s.io/kubectl-ome-reader",
+                  "clusterrole.rbac.authorization.k8s.io/kubectl-ome-actor",
                   "role.rbac.authorization.k8s.io/omenative",
                   "service/omenative-webhook", "service/omenative-metrics", "deployment.apps/omenative"}
         production = {"poddisruptionbudget.policy/omenative", "servicemonitor.monitoring.coreos.com/omenative",

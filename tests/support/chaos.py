@@ -47,7 +47,8 @@ LIFECYCLE = ("create", "restart", "update", "scale-down", "teardown")
 # Rollouts (issue 14): a blue-green group of engine and decoder, a canary promoted past its manual gate, and a canary
 # rolled back from it.
 ROLLOUTS = ("group-update", "canary", "canary-rollback")
-SCENARIOS = LIFECYCLE + ROLLOUTS
+MIGRATIONS = ("migrate",)
+SCENARIOS = LIFECYCLE + ROLLOUTS + MIGRATIONS
 CANARY_STEPS = [{"capacity": "25%", "traffic": 10, "pause": {}}, {"capacity": "100%", "traffic": 100}]
 KILL_WINDOW = 1.0  # seconds after the operation starts, when no calibrated window is given
 IMAGE = "example.invalid/server:1"
@@ -251,6 +252,8 @@ class Chaos:
         """One run; with `window` None, no kill: `converged_after` is then the operation's own duration."""
         if scenario in ROLLOUTS:
             return await self.run_rollout(scenario, index, rng, timeout, window)
+        if scenario in MIGRATIONS:
+            return await self.run_migration(index, rng, timeout, window)
         name = f"{scenario}-{index}-{self.tag}"
         kill_after = rng.uniform(0.0, window) if window is not None else 0.0
         result = Run(scenario=scenario, kill_after=kill_after, name=name)
@@ -336,6 +339,87 @@ class Chaos:
                 f"[{r.operation.step}->{r.operation.surge_index}]" if r.operation and r.operation.surge_index
                 is not None else f"[{r.operation.type}]" if r.operation else "") for r in decode_rows(v.get("status")))
                 for v in rows.versions]
+        return result
+
+    # -- migration
+    async def run_migration(self, index: int, rng: random.Random, timeout: float, window: float | None) -> Run:
+        """Instance 0 of two (a leader and a worker each) migrated off its leader's node, the controller killed at
+        a random moment of the move: it must complete once, with one surge, and leave no pod on that node."""
+        name = f"migrate-{index}-{self.tag}"
+        kill_after = rng.uniform(0.0, window) if window is not None else 0.0
+        result = Run(scenario="migrate", kill_after=kill_after, name=name)
+        await self.controller()
+        await self.kubectl_apply(inference_service(name, self.namespace, 2))
+        if await self.wait(lambda: self.settled(name, 2, IMAGE), timeout) is None:
+            result.violations.append("setup did not settle")
+            return result
+        source = next(p for p in await self.pods(name) if p["metadata"]["name"] == f"{name}-engine-0-leader-0")
+        node = source["spec"]["nodeName"]
+        request = str(uuid.uuid4())
+        value = json.dumps({"schemaVersion": "v1", "component": "engine", "instance": 0, "from_node": node})
+
+        async def done() -> bool:
+            replica = await self.replica(name) or {}
+            records = (replica.get("status") or {}).get("migrations") or []
+            return any(r.get("requestUUID") == request and r.get("phase") == "Completed" for r in records) and \
+                await self.settled(name, 2, IMAGE)
+
+        pods = PodWatch(self.api, self.namespace, name)
+        await pods.start()
+        killed: ControllerProcess | None = None
+        async with recorded(self.api, "inferencereplicas", self.namespace, f"{name}-engine") as rows:
+            try:
+                await self.custom.patch_namespaced_custom_object(
+                    "ome.io", "v1beta1", self.namespace, "inferenceservices", name,
+                    {"metadata": {"annotations": {f"ome.io/migration-request-v1-{request}": value}}},
+                    _content_type="application/merge-patch+json")
+                if window is None:
+                    result.converged_after = await self.wait(done, timeout)
+                else:
+                    await asyncio.sleep(kill_after)
+                    result.mid_operation = not await done()
+                    assert self.process is not None
+                    killed = self.process
+                    await self.process.kill()
+                    restarted = time.monotonic()
+                    await self.controller()
+                    waited = await self.wait(done, timeout)
+                    result.converged_after = None if waited is None else time.monotonic() - restarted
+                await asyncio.sleep(0.5)  # let the watches deliver the last versions
+            finally:
+                await pods.stop()
+        result.violations += pods.violations
+        if result.converged_after is None:
+            result.violations.append(f"did not converge within {timeout:.0f}s")
+        else:
+            result.violations += await self.end_state(name, 2)
+            replica = await self.replica(name) or {}
+            records = [r for r in (replica.get("status") or {}).get("migrations") or []
+                       if r.get("requestUUID") == request]
+            if len(records) != 1 or records[0].get("surgeInstance") != 2:
+                result.violations.append(f"migration records {records}, expected one with surge instance 2")
+            indexes = sorted(r.index or 0 for r in decode_rows(replica.get("status")))
+            if indexes != [1, 2]:
+                result.violations.append(f"Instances {indexes} after the move, expected [1, 2]")
+            on_source = [p["metadata"]["name"] for p in await self.pods(name) if p["spec"].get("nodeName") == node]
+            if any("-engine-2-" in n for n in on_source):
+                result.violations.append(f"the surge runs on the node it left: {on_source}")
+            annotations = (await self.custom.get_namespaced_custom_object(
+                "ome.io", "v1beta1", self.namespace, "inferenceservices", name))["metadata"].get("annotations") or {}
+            if any(k.startswith("ome.io/migration-request-v1-") for k in annotations):
+                result.violations.append("the request annotation was left on the InferenceService")
+        created = len(pods.created.keys() - pods.initial)
+        if created != 2:  # one surge of two pods: none created twice
+            result.violations.append(f"{created} pods created by the migration, expected 2")
+        if pods.max_instances > 3:
+            result.violations.append(f"{pods.max_instances} Instances at once, at most 3 allowed")
+        await self.control_plane.kubectl("delete", "inferenceservice", name, "-n", self.namespace, "--wait=false")
+        if result.violations:
+            result.pods_created = list(pods.created.values())
+            result.logs = [str(p.log_path) for p in (killed, self.process) if p is not None]
+            result.timeline = [" ".join(f"{r.index}:{r.phase}/{r.incarnation}" for r in decode_rows(v.get("status")))
+                               + " " + ",".join(str(m.get("phase")) for m in (v.get("status") or {}).get(
+                                   "migrations") or []) for v in rows.versions]
         return result
 
     # -- rollouts

@@ -33,7 +33,8 @@ def inline_service(name: str, namespace: str, **components: dict[str, Any]) -> d
 
 # Grace periods shortened through configuration, so the lifecycle paths run in seconds (never by sleeping).
 FAST = ("--stuck-pod-grace-period", "20s", "--unschedulable-grace-period", "2m", "--update-retry-backoff", "5s",
-        "--workers", "2")
+        "--workers", "2", "--migration-max-per-window", "10", "--migration-window", "1h", "--migration-max-in-flight",
+        "3")
 
 
 async def install_crds(control_plane: ControlPlane) -> None:

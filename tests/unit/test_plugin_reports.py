@@ -139,7 +139,8 @@ def test_replica_waits_read_a_fresh_inferencereplica(predicate: reports.Predicat
     ("condition=Ready", "engine", None, "InvalidReadyReplicaFlags"),
     ("replicas=ready", None, 1, "InvalidReadyReplicaFlags"),
     ("replicas=current", "engine", 0, "InvalidCurrentReplicaFlags"),
-    ("migration=terminal", None, None, "UnsupportedWaitPredicate"),
+    ("migration=terminal", None, None, "InvalidMigrationWaitFlags"),
+    ("held-revision=unheld", None, None, "UnsupportedWaitPredicate"),
     ("rollout=stable", "engine", None, "InvalidWaitFlags"),
 ])
 def test_bad_wait_flags_are_refused_with_the_documented_message(text: str | None, component: str | None,

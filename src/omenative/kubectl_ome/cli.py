@@ -31,7 +31,7 @@ from omenative.api import constants as c
 from omenative.api.instance_status import decode_rows
 from omenative.api.types import InstanceStatus
 from omenative.api.units import InvalidValue, parse_duration
-from omenative.kubectl_ome import held, logs, reports, rollout
+from omenative.kubectl_ome import held, logs, migration, reports, rollout, scale
 from omenative.kubectl_ome.output import REPORT_VERSION, emit, print_table
 
 Obj = dict[str, Any]
@@ -171,6 +171,44 @@ class Cluster:
             if exc.status == 404:
                 return None
             raise
+
+    def config_map(self, namespace: str, name: str) -> Obj | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            found = self.core.read_namespaced_config_map(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return cast(Obj, self.core.api_client.sanitize_for_serialization(found))
+
+    def hpa(self, namespace: str, name: str) -> Obj | None:
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            found = client.AutoscalingV2Api().read_namespaced_horizontal_pod_autoscaler(name, namespace)
+        except ApiException as exc:
+            if exc.status in (403, 404):
+                return None
+            raise
+        return cast(Obj, self.core.api_client.sanitize_for_serialization(found))
+
+    def scale_of(self, namespace: str, name: str) -> Obj:
+        api: Any = self.custom
+        return cast(Obj, api.get_namespaced_custom_object_scale(c.GROUP, c.VERSION, namespace, "inferencereplicas",
+                                                                name))
+
+    def patch_scale(self, namespace: str, name: str, body: Obj, dry_run: bool) -> Obj:
+        """A merge patch of the /scale subresource; the resourceVersion in it makes the API server refuse (409) a
+        write on a replica that changed since it was read."""
+        kwargs: dict[str, Any] = {"_content_type": "application/merge-patch+json"}
+        if dry_run:
+            kwargs["dry_run"] = "All"
+        api: Any = self.custom
+        return cast(Obj, api.patch_namespaced_custom_object_scale(c.GROUP, c.VERSION, namespace, "inferencereplicas",
+                                                                  name, body, **kwargs))
 
     def warnings(self, namespace: str, pod: str) -> list[Obj]:
         events = self.core.list_namespaced_event(
@@ -313,7 +351,7 @@ def status(cluster: Cluster, namespace: str, name: str, output: str) -> int:
 def wait(cluster: Cluster, namespace: str, name: str, args: argparse.Namespace) -> int:
     """Checks at once, then every POLL seconds, until the predicate holds (0) or the wait ends without it (2)."""
     try:
-        predicate = reports.parse_predicate(args.predicate, args.component, args.replicas)
+        predicate = reports.parse_predicate(args.predicate, args.component, args.replicas, args.request_id)
     except reports.InvalidWait as exc:
         raise CommandError(str(exc)) from None
     try:
@@ -322,7 +360,7 @@ def wait(cluster: Cluster, namespace: str, name: str, args: argparse.Namespace) 
         raise CommandError("InvalidWaitFlags") from None
     if not 0 < timeout <= 24 * 3600:
         raise CommandError("InvalidWaitTimeout: require positive duration no greater than 24h")
-    poll = 2.0 if predicate.kind in ("condition", "rollout") else 5.0
+    poll = 2.0 if predicate.kind in ("condition", "rollout", "migration") else 5.0
     started = time.monotonic()
     reads = polls = 0
     uid = None
@@ -343,6 +381,10 @@ def wait(cluster: Cluster, namespace: str, name: str, args: argparse.Namespace) 
             check = reports.check_condition(predicate, isvc, now())
         elif predicate.kind == "rollout":
             check = reports.check_rollout(predicate, isvc)
+        elif predicate.kind == "migration":
+            reads += 1
+            record, validity = migration.find_record(cluster, namespace, name, predicate.request_id)
+            check = reports.check_migration(record, validity)
         else:
             reads += 1
             replica = reports.component_replica(cluster.replicas(namespace, name), isvc, predicate.component)
@@ -519,6 +561,7 @@ def build_parser() -> argparse.ArgumentParser:
     wait.add_argument("--component", default=None)
     wait.add_argument("--replicas", type=int, default=None)
     wait.add_argument("--timeout", default="1m0s")
+    wait.add_argument("--request-id", default=None)
     wait.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
     instance = sub.add_parser("instance", help="Instances of an InferenceService's OMENative components")
     actions = instance.add_subparsers(dest="action", required=True)
@@ -548,6 +591,47 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument("--ome-namespace", default="ome")
     release.add_argument("-n", "--namespace", default=None)
     release.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
+    migration_cmd = sub.add_parser("migration", help="OMENative migrations of an InferenceService, and the alpha start")
+    moves = migration_cmd.add_subparsers(dest="action", required=True)
+    for verb, text in (("status", "the migrations running or recently ended"), ("list", "the same as status"),
+                       ("history", "status plus the audit ConfigMap's older migrations")):
+        shown = moves.add_parser(verb, parents=[common], help=text)
+        shown.add_argument("inferenceservice")
+        shown.add_argument("--component", default=None, choices=list(c.COMPONENTS))
+        shown.add_argument("-n", "--namespace", default=None)
+        shown.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
+    start = moves.add_parser("start", parents=[common], help="(alpha) ask OME to move one Instance to another node")
+    start.add_argument("inferenceservice")
+    start.add_argument("--component", default=None)
+    start.add_argument("--instance", default=None)
+    start.add_argument("--from-node", default=None)
+    start.add_argument("--hint-node", action="append", default=[])
+    start.add_argument("--reason", default=None)
+    start.add_argument("--requested-by", default="kubectl-ome")
+    start.add_argument("--request-id", default=None)
+    start.add_argument("--dry-run", default="none", choices=["none", "client", "server"])
+    start.add_argument("--yes", action="store_true", help="confirm the exact preview without a prompt")
+    start.add_argument("--ome-namespace", default="ome")
+    start.add_argument("-n", "--namespace", default=None)
+    start.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
+    scale_cmd = sub.add_parser("scale", parents=[common], help="(alpha) a transient Instance count for one component")
+    scale_cmd.add_argument("inferenceservice")
+    scale_cmd.add_argument("--component", default=None)
+    scale_cmd.add_argument("--replicas", default=None)
+    scale_cmd.add_argument("--override-autoscaler", action="store_true")
+    scale_cmd.add_argument("--yes", action="store_true")
+    scale_cmd.add_argument("--dry-run", default="none", choices=["none", "client", "server"])
+    scale_cmd.add_argument("--ome-namespace", default="ome")
+    scale_cmd.add_argument("-n", "--namespace", default=None)
+    scale_cmd.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
+    autoscale_cmd = sub.add_parser("autoscale", help="each component's autoscaling, and who owns spec.replicas")
+    scaling = autoscale_cmd.add_subparsers(dest="action", required=True)
+    auto_status = scaling.add_parser("status", parents=[common], help="autoscaler, owner and counts per component")
+    auto_status.add_argument("inferenceservice")
+    auto_status.add_argument("--live-scale", action="store_true")
+    auto_status.add_argument("--live-scaler", action="store_true")
+    auto_status.add_argument("-n", "--namespace", default=None)
+    auto_status.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
     rollout_cmd = sub.add_parser("rollout", help="rollout progress of an InferenceService, and its alpha actions")
     steps = rollout_cmd.add_subparsers(dest="action", required=True)
     for verb, text in (("status", "where each component is in its rollout"),
@@ -596,6 +680,23 @@ def main(argv: list[str] | None = None) -> int:
             return get(cluster, namespace, args)
         if args.command == "logs":
             return logs_cmd(cluster, namespace, args)
+        if args.command == "migration":
+            if args.action == "start":
+                return migration.migration_start(
+                    cluster, namespace, args.inferenceservice, component=args.component, instance=args.instance,
+                    from_node=args.from_node, hints=args.hint_node, reason=args.reason,
+                    requested_by=args.requested_by, request_id=args.request_id, dry_run=args.dry_run, yes=args.yes,
+                    output=args.output, context=args.context, ome_namespace=args.ome_namespace)
+            show = migration.migration_history if args.action == "history" else migration.migration_status
+            return show(cluster, namespace, args.inferenceservice, args.component, args.output)
+        if args.command == "scale":
+            return scale.scale(cluster, namespace, args.inferenceservice, component=args.component,
+                               replicas=args.replicas, override=args.override_autoscaler, yes=args.yes,
+                               dry_run=args.dry_run, output=args.output, context=args.context,
+                               ome_namespace=args.ome_namespace)
+        if args.command == "autoscale":
+            return scale.autoscale_status(cluster, namespace, args.inferenceservice, live_scale=args.live_scale,
+                                          live_scaler=args.live_scaler, output=args.output)
         if args.command == "rollout":
             reader = {"status": rollout.rollout_status, "explain": rollout.explain, "history": rollout.history,
                       "validate": rollout.validate}.get(args.action)

@@ -307,9 +307,12 @@ class Predicate:
     status: str = "True"  # for condition=Ready; for rollout: the REPORTED state waited for
     component: str = ""
     replicas: int = 0
+    request_id: str = ""
 
     @property
     def spelling(self) -> str:
+        if self.kind == "migration":
+            return "Migration=Terminal"
         if self.kind == "condition":
             return f"Ready={self.status}"
         if self.kind == "rollout":
@@ -320,7 +323,8 @@ class Predicate:
 PREDICATE_HELP = ("InvalidWaitPredicate: require condition=Ready[=True|False|Unknown], rollout=stable|failed|"
                   "rolled-back, migration=terminal, replicas=ready|current, runtime-sync=acknowledged, or "
                   "held-revision=unheld")
-NOT_SERVED = ("migration=terminal", "runtime-sync=acknowledged", "held-revision=unheld")
+NOT_SERVED = ("runtime-sync=acknowledged", "held-revision=unheld")
+_REQUEST_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 ROLLOUT_STATES = {"rollout=stable": "Succeeded", "rollout=failed": "Failed", "rollout=rolled-back": "RolledBack"}
 ROLLOUT_SPELLING = {"Succeeded": "Stable", "Failed": "Failed", "RolledBack": "RolledBack"}
 
@@ -329,7 +333,15 @@ class InvalidWait(ValueError):
     """A wait the CLI refuses before it reads anything (exit 1)."""
 
 
-def parse_predicate(text: str | None, component: str | None, replicas: int | None) -> Predicate:
+def parse_predicate(text: str | None, component: str | None, replicas: int | None,
+                    request_id: str | None = None) -> Predicate:
+    if text == "migration=terminal":
+        if request_id is None or not _REQUEST_ID.match(request_id) or replicas is not None:
+            raise InvalidWait("InvalidMigrationWaitFlags: require --request-id=<canonical UUID> with "
+                              "migration=terminal")
+        return Predicate("migration", request_id=request_id)
+    if request_id is not None:
+        raise InvalidWait("InvalidWaitFlags")
     if text in ("condition=Ready", "condition=Ready=True", "condition=Ready=False", "condition=Ready=Unknown"):
         if component is not None or replicas is not None:
             raise InvalidWait("InvalidReadyReplicaFlags: require --component=engine|decoder|router and --replicas=N "
@@ -430,6 +442,23 @@ def check_replicas(predicate: Predicate, replica: Obj | None) -> Check:
     return Check(matched, f"{prefix}{'Matched' if matched else 'NotMatched'}", "Reported", observed)
 
 
+MIGRATION_TERMINAL = ("Completed", "Failed", "Relocated")
+
+
+def check_migration(record: Obj | None, validity: str) -> Check:
+    """One request's record (as `kubectl ome migration status` reports it): matched once it has ended."""
+    if record is None:
+        return Check(False, "MigrationNotRecorded", "Unavailable",
+                     {"phase": "Unknown", "migrationOutcome": "Unknown", "validity": "Unavailable"})
+    observed = {"phase": record.get("phase"), "migrationOutcome": record.get("migrationOutcome"),
+                "component": record.get("component"), "sourceInstance": record.get("sourceInstance"),
+                "surgeInstance": record.get("surgeInstance"), "message": record.get("message"), "validity": validity}
+    if validity != "Valid":
+        return Check(False, "MigrationEvidenceStale", "Unavailable", observed)
+    matched = record.get("phase") in MIGRATION_TERMINAL
+    return Check(matched, "MigrationMatched" if matched else "MigrationNotTerminal", "Reported", observed)
+
+
 def wait_report(namespace: str, name: str, predicate: Predicate, outcome: str, check: Check | None, *,
                 elapsed_ms: int, reads: int, polls: int, source: str) -> Obj:
     content: Obj = {
@@ -443,6 +472,8 @@ def wait_report(namespace: str, name: str, predicate: Predicate, outcome: str, c
         content["observed"] = check.observed if check else {"status": "NotRecorded", "validity": "Unavailable"}
     elif predicate.kind == "rollout":
         content["rollout"] = check.observed if check else {"reported": "Unknown"}
+    elif predicate.kind == "migration":
+        content["migration"] = {"requestID": predicate.request_id, **(check.observed if check else {})}
     else:
         key = "readyReplicas" if predicate.kind == "replicas-ready" else "scale"
         content[key] = {"target": predicate.replicas, **(check.observed if check else {})}
@@ -474,6 +505,12 @@ def wait_rows(report: Obj) -> Rows:
                  ("Coordination Ready", part.get("coordinationReady", "-")),
                  ("Freshness caveat", "Reported rollout; not current-spec convergence")]
         rows += [("Rollout issue", issue) for issue in part.get("issues") or []]
+    elif "migration" in content:
+        part = content["migration"]
+        rows += [("Request ID", part["requestID"]), ("Migration phase", str(part.get("phase") or "Unknown")),
+                 ("Migration outcome", str(part.get("migrationOutcome") or "Unknown")),
+                 ("Migration validity", str(part.get("validity") or "Unavailable")),
+                 ("Migration message", str(part.get("message") or "-"))]
     elif "readyReplicas" in content:
         part = content["readyReplicas"]
         valid = part.get("validity") == "Valid"
