@@ -214,6 +214,12 @@ async def test_a_migration_with_no_room_fails_at_its_deadline_and_the_source_ser
     assert out.returncode == 0, out.output + await describe_namespace(api, namespace)
     before = json.loads((await kubectl("get", "pod", "tight-engine-0-default-0", "-n", namespace, "-o",
                                        "json")).stdout)["metadata"]["uid"]
+    # The webhook refuses a malformed request, with a message that starts with "migration request".
+    bad = await kubectl("annotate", "inferenceservice", "tight", "-n", namespace,
+                        "ome.io/migration-request-v1-3f9c2a1e-7b4d-4c8e-9a6f-2d1b5e8c4a70="
+                        '{"schemaVersion":"v1","component":"decoder","instance":0,"from_node":"x"}', check=False)
+    assert bad.returncode == 1 and "migration request 3f9c2a1e-7b4d-4c8e-9a6f-2d1b5e8c4a70: the InferenceService " \
+        "has no decoder" in bad.stderr, bad.output
     async with recorded(api, "inferencereplicas", namespace, "tight-engine") as history:
         request = await start(control_plane, namespace, "tight", "--component", "engine", "--instance", "0")
         out = await kubectl("ome", "wait", "tight", "-n", namespace, "--for=migration=terminal",

@@ -244,3 +244,54 @@ def test_the_audit_history_upserts_by_id_and_keeps_the_last_ended() -> None:
     assert [e["id"] for e in trimmed] == ["b", "c"], "the oldest ended entry goes; a running one stays"
     assert objects.merge_migration_history("not json", [{"id": "x", "phase": "Started"}]) == \
         '[{"id":"x","phase":"Started"}]'
+
+
+def test_a_deadline_passing_during_a_pause_fails_the_request_at_the_resume() -> None:
+    rows, pods = two_ready()
+    held = migrate(rows, pods, migration_requests=(request(),), paused=True)
+    still = migrate(held.rows, pods, migrations=held.migrations, paused=True, now=NOW + 4000)
+    assert record_of(still).phase == "Accepted"
+    resumed = migrate(still.rows, pods, migrations=still.migrations, now=NOW + 4001)
+    assert record_of(resumed).phase == "Failed" and "MigrationExpired" in reasons(resumed)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("007", "engine", None, [], None, "kubectl-ome", None),
+     "instance must be a canonical integer from 0 through 2147483647"),
+    (("-1", "engine", None, [], None, "kubectl-ome", None),
+     "instance must be a canonical integer from 0 through 2147483647"),
+    (("0", "worker", None, [], None, "kubectl-ome", None), "invalid migration request values; use --help"),
+    (("0", "engine", None, [], "see https://x", "kubectl-ome", None), "invalid migration request values; use --help"),
+    (("0", "engine", None, [], None, "me and you", None), "invalid migration request values; use --help"),
+    (("0", "engine", "n1", ["n2,n1"], None, "kubectl-ome", None), "invalid migration node hints"),
+    (("0", "engine", None, ["a,a"], None, "kubectl-ome", None), "invalid migration node hints"),
+    (("0", "engine", None, [], None, "kubectl-ome", "not-a-uuid"), "invalid migration request values; use --help"),
+])
+def test_migration_start_refuses_bad_flags_before_any_read(args: tuple[Any, ...], message: str) -> None:
+    from omenative.kubectl_ome.held import Refused
+    from omenative.kubectl_ome.migration import check_flags
+
+    with pytest.raises(Refused, match=f"^{message}$") as refused:
+        check_flags(*args)
+    assert refused.value.code == 1
+
+
+def test_migration_start_takes_hints_comma_separated_or_repeated() -> None:
+    from omenative.kubectl_ome.migration import check_flags
+
+    assert check_flags("12", "decoder", "n1", ["n2,n3", "n4"], "node-a maintenance", "alfred", UUID) == (
+        12, ["n2", "n3", "n4"])
+
+
+@pytest.mark.parametrize(("spec", "runtime", "expected"), [
+    ({"minReplicas": 2, "maxReplicas": 4, "autoscaler": {"class": "External"}}, {}, ("External", "isvc", (2, 4))),
+    ({"minReplicas": 2}, {}, ("HPA", "default", (2, 2))),  # no maxReplicas: only the minimum
+    ({}, {"engineConfig": {"minReplicas": 1, "maxReplicas": 3, "autoscaler": {"class": "None"}}},
+     ("None", "runtime", (1, 3))),
+    ({"minReplicas": 0}, {}, ("HPA", "default", (1, 1))),
+])
+def test_scale_bounds_and_ownership_come_from_the_service_then_the_runtime(
+        spec: dict[str, Any], runtime: dict[str, Any], expected: tuple[str, str, tuple[int, int]]) -> None:
+    from omenative.kubectl_ome.scale import ownership
+
+    assert ownership({"spec": {"engine": spec}}, runtime, "engine") == expected

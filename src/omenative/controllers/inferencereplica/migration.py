@@ -181,14 +181,13 @@ class Migrations:
             if record.phase in TERMINAL:
                 continue
             if record.phase == ACCEPTED:
+                if self.expire_check(i, rows):
+                    continue
                 if running:
                     self.records[i] = self.wait(record, "waiting: another migration of the component is running")
-                    self.expire_check(i, rows)
                     continue
                 self.records[i] = self.start(record, rows, taken)
                 running = self.records[i].phase == SURGE_PENDING
-                if self.records[i].phase == ACCEPTED:
-                    self.expire_check(i, rows)
                 continue
             self.records[i] = self.advance(i, rows)
 
@@ -198,8 +197,8 @@ class Migrations:
     def expire_check(self, i: int, rows: dict[int, InstanceStatus]) -> bool:
         record = self.records[i]
         deadline = parse_time(record.deadline)
-        if deadline is None or record.phase == DRAINING:
-            return False
+        if deadline is None or record.phase == DRAINING or self.view.paused:
+            return False  # a deadline that passes during a pause fails the request at the resume
         if self.view.now < deadline:
             self.planner.wake_at(deadline)
             return False
