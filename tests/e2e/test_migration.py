@@ -64,20 +64,29 @@ async def start(control_plane: ControlPlane, namespace: str, isvc: str, *args: s
 
 
 @contextlib.asynccontextmanager
-async def leader_samples(api: client.ApiClient, namespace: str, service: str) -> AsyncIterator[list[int]]:
+async def leader_samples(api: client.ApiClient, namespace: str, service: str,
+                         expected: int) -> AsyncIterator[list[int]]:
     """The number of ready leader endpoints of a Service's EndpointSlices, sampled every 200 ms while the block
-    runs."""
+    runs. Sampling starts once the slices list `expected` ready leaders: they follow the pods' readiness a moment
+    later, so a sample taken before the EndpointSlice controller caught up would not be a gap in serving."""
     discovery = client.DiscoveryV1Api(api)
     samples: list[int] = []
     running = True
 
+    async def ready_leaders() -> int:
+        slices = await discovery.list_namespaced_endpoint_slice(
+            namespace, label_selector=f"kubernetes.io/service-name={service}")
+        return sum(1 for s in slices.items for e in s.endpoints or []
+                   if e.conditions.ready and e.target_ref is not None and e.target_ref.name.endswith("-leader-0"))
+
+    async def listed() -> bool:
+        return await ready_leaders() == expected
+
+    await wait_for(listed, timeout=60, what=f"{expected} ready leaders in the EndpointSlices of {service}")
+
     async def sample() -> None:
         while running:
-            slices = await discovery.list_namespaced_endpoint_slice(
-                namespace, label_selector=f"kubernetes.io/service-name={service}")
-            samples.append(sum(1 for s in slices.items for e in s.endpoints or []
-                               if e.conditions.ready and e.target_ref is not None
-                               and e.target_ref.name.endswith("-leader-0")))
+            samples.append(await ready_leaders())
             await asyncio.sleep(0.2)
 
     task = asyncio.create_task(sample())
@@ -107,14 +116,14 @@ async def test_the_multi_node_seed_instance_moves_off_its_leaders_node_with_two_
         await kubectl("apply", "-f", write_yaml(tmp_path, "runtime.yaml", runtime))
         await kubectl("create", "namespace", ns)
         await kubectl("apply", "-f", write_yaml(tmp_path, "isvc.yaml", isvc))
-        out = await kubectl("wait", "--for=jsonpath={.status.readyReplicas}=2", f"inferencereplica/{engine}", "-n",
+        out = await kubectl("wait", "--for=jsonpath={.status.servingReplicas}=2", f"inferencereplica/{engine}", "-n",
                             ns, "--timeout=180s", check=False)
         assert out.returncode == 0, out.output + await describe()
         pods = json.loads((await kubectl("get", "pods", "-n", ns, "-o", "json")).stdout)["items"]
         source_node = next(p["spec"]["nodeName"] for p in pods if p["metadata"]["name"] == f"{engine}-0-leader-0")
         source_uids = {p["metadata"]["uid"] for p in pods if p["metadata"]["name"].startswith(f"{engine}-0-")}
 
-        async with leader_samples(api, ns, engine) as samples, \
+        async with leader_samples(api, ns, engine, 2) as samples, \
                 recorded(api, "inferencereplicas", ns, engine) as history:
             request = await start(control_plane, ns, isvc_name, "--component", "engine", "--instance", "0",
                                   "--from-node", source_node, "--hint-node", spare[0], "--reason", "maintenance")
@@ -209,7 +218,7 @@ async def test_a_migration_with_no_room_fails_at_its_deadline_and_the_source_ser
     engine["nodeSelector"] = pool
     engine["lifecycle"] = {"instanceReadyTimeout": "15s"}
     await kubectl("apply", "-f", "-", stdin=json.dumps(inline_service("tight", namespace, engine=engine)))
-    out = await kubectl("wait", "--for=jsonpath={.status.readyReplicas}=1", "inferencereplica/tight-engine", "-n",
+    out = await kubectl("wait", "--for=jsonpath={.status.servingReplicas}=1", "inferencereplica/tight-engine", "-n",
                         namespace, "--timeout=90s", check=False)
     assert out.returncode == 0, out.output + await describe_namespace(api, namespace)
     before = json.loads((await kubectl("get", "pod", "tight-engine-0-default-0", "-n", namespace, "-o",
@@ -258,7 +267,7 @@ async def test_a_node_is_emptied_one_instance_of_a_component_at_a_time(
     await kubectl("apply", "-f", "-", stdin=json.dumps(inline_service("busy", namespace, engine=engine,
                                                                        decoder=decoder)))
     for component, count in (("engine", 2), ("decoder", 1)):
-        out = await kubectl("wait", f"--for=jsonpath={{.status.readyReplicas}}={count}",
+        out = await kubectl("wait", f"--for=jsonpath={{.status.servingReplicas}}={count}",
                             f"inferencereplica/busy-{component}", "-n", namespace, "--timeout=90s", check=False)
         assert out.returncode == 0, out.output + await describe_namespace(api, namespace)
     await sim_nodes("gpu", cpus=3, labels=pool)  # where they go

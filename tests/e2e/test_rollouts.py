@@ -349,25 +349,29 @@ async def test_a_prefill_decode_group_moves_together_and_always_keeps_a_pair(
         samples: list[dict[str, dict[str, int]]] = []
         sampling = True
 
+        async def observe() -> dict[str, dict[str, int]]:
+            """Ready endpoints per component and pairing token."""
+            slices = (await discovery.list_namespaced_endpoint_slice(namespace)).items
+            ready: dict[str, dict[str, int]] = {"engine": {}, "decoder": {}}
+            unknown = [e.target_ref.name for s in slices for e in s.endpoints or []
+                       if e.target_ref and e.target_ref.name not in tokens]
+            if unknown:
+                for pod in (await core.list_namespaced_pod(namespace)).items:
+                    tokens[pod.metadata.name] = (pod.metadata.labels or {}).get("ome.io/pairing-protocol", "")
+            for endpoint_slice in slices:
+                service = (endpoint_slice.metadata.labels or {}).get("kubernetes.io/service-name")
+                component = {"mistral-pd-engine": "engine", "mistral-pd-decoder": "decoder"}.get(service or "")
+                if component is None:
+                    continue
+                for endpoint in endpoint_slice.endpoints or []:
+                    if endpoint.conditions and endpoint.conditions.ready and endpoint.target_ref:
+                        token = tokens.get(endpoint.target_ref.name, "?")
+                        ready[component][token] = ready[component].get(token, 0) + 1
+            return ready
+
         async def sample() -> None:
             while sampling:
-                slices = (await discovery.list_namespaced_endpoint_slice(namespace)).items
-                ready: dict[str, dict[str, int]] = {"engine": {}, "decoder": {}}
-                unknown = [e.target_ref.name for s in slices for e in s.endpoints or []
-                           if e.target_ref and e.target_ref.name not in tokens]
-                if unknown:
-                    for pod in (await core.list_namespaced_pod(namespace)).items:
-                        tokens[pod.metadata.name] = (pod.metadata.labels or {}).get("ome.io/pairing-protocol", "")
-                for endpoint_slice in slices:
-                    service = (endpoint_slice.metadata.labels or {}).get("kubernetes.io/service-name")
-                    component = {"mistral-pd-engine": "engine", "mistral-pd-decoder": "decoder"}.get(service or "")
-                    if component is None:
-                        continue
-                    for endpoint in endpoint_slice.endpoints or []:
-                        if endpoint.conditions and endpoint.conditions.ready and endpoint.target_ref:
-                            token = tokens.get(endpoint.target_ref.name, "?")
-                            ready[component][token] = ready[component].get(token, 0) + 1
-                samples.append(ready)
+                samples.append(await observe())
                 await asyncio.sleep(0.2)
 
         async def rolled(image: str, token: str) -> bool:
@@ -378,6 +382,13 @@ async def test_a_prefill_decode_group_moves_together_and_always_keeps_a_pair(
                 p["spec"]["containers"][0]["image"] == image and
                 p["metadata"]["labels"].get("ome.io/pairing-protocol") == token for p in ours)
 
+        # The Services' EndpointSlices follow the pods' readiness a moment later: sampling starts once they list
+        # both pairs, so a first sample taken before the EndpointSlice controller caught up is not counted as a gap.
+        async def listed() -> bool:
+            ready = await observe()
+            return ready["engine"].get("kv-v1") == 2 and ready["decoder"].get("kv-v1") == 2
+
+        await wait_for(listed, timeout=60, what="the EndpointSlices listing both pairs", describe=describe)
         sampler = asyncio.create_task(sample())
         async with recorded(api, "inferencereplicas", namespace, "mistral-pd-engine") as engine_history, \
                 recorded(api, "inferencereplicas", namespace, "mistral-pd-decoder") as decoder_history:
