@@ -247,6 +247,22 @@ class Chaos:
             await asyncio.sleep(0.25)
         return None
 
+    async def kill_and_restart(self, result: Run, kill_after: float, done: Callable[[], Awaitable[bool]],
+                               timeout: float) -> ControllerProcess:
+        """SIGKILLs the controller `kill_after` seconds into the operation, starts it again and waits for `done`,
+        noting in `result` whether the kill came mid-operation and how long convergence took after the restart.
+        Returns the killed process (its log belongs to the run)."""
+        await asyncio.sleep(kill_after)
+        result.mid_operation = not await done()
+        assert self.process is not None
+        killed = self.process
+        await self.process.kill()
+        restarted = time.monotonic()
+        await self.controller()
+        waited = await self.wait(done, timeout)
+        result.converged_after = None if waited is None else time.monotonic() - restarted
+        return killed
+
     async def run(self, scenario: str, index: int, rng: random.Random, timeout: float = 120,
                   window: float | None = KILL_WINDOW) -> Run:
         """One run; with `window` None, no kill: `converged_after` is then the operation's own duration."""
@@ -295,15 +311,7 @@ class Chaos:
                 if window is None:
                     result.converged_after = await self.wait(done, timeout)
                     return result
-                await asyncio.sleep(kill_after)
-                result.mid_operation = not await done()
-                assert self.process is not None
-                killed = self.process
-                await self.process.kill()
-                restarted = time.monotonic()
-                await self.controller()
-                waited = await self.wait(done, timeout)
-                result.converged_after = None if waited is None else time.monotonic() - restarted
+                killed = await self.kill_and_restart(result, kill_after, done, timeout)
                 await asyncio.sleep(0.5)  # let the watch deliver the last versions
             finally:
                 await pods.stop()
@@ -376,15 +384,7 @@ class Chaos:
                 if window is None:
                     result.converged_after = await self.wait(done, timeout)
                 else:
-                    await asyncio.sleep(kill_after)
-                    result.mid_operation = not await done()
-                    assert self.process is not None
-                    killed = self.process
-                    await self.process.kill()
-                    restarted = time.monotonic()
-                    await self.controller()
-                    waited = await self.wait(done, timeout)
-                    result.converged_after = None if waited is None else time.monotonic() - restarted
+                    killed = await self.kill_and_restart(result, kill_after, done, timeout)
                 await asyncio.sleep(0.5)  # let the watches deliver the last versions
             finally:
                 await pods.stop()
