@@ -89,10 +89,15 @@ async def test_serve_a_multi_node_model(
                             "-o", "name")
         assert sorted(out.stdout.split()) == [f"pod/{ISVC}-engine-0-leader-0", f"pod/{ISVC}-engine-0-worker-0"]
 
-        # Step 4: the engine Service sends requests to the leader only.
-        slices = await client.DiscoveryV1Api(api).list_namespaced_endpoint_slice(
-            NS, label_selector=f"kubernetes.io/service-name={ISVC}-engine")
-        targets = {e.target_ref.name for s in slices.items for e in s.endpoints or [] if e.conditions.ready}
+        # Step 4: the engine Service sends requests to the leader only. The EndpointSlice controller lists a pod a
+        # moment after it turns Ready: wait for the slice to list a ready endpoint, then check which.
+        async def ready_targets() -> set[str]:
+            slices = await client.DiscoveryV1Api(api).list_namespaced_endpoint_slice(
+                NS, label_selector=f"kubernetes.io/service-name={ISVC}-engine")
+            return {e.target_ref.name for s in slices.items for e in s.endpoints or [] if e.conditions.ready}
+
+        targets = await wait_for(ready_targets, timeout=60, what="the engine's EndpointSlice listing a ready pod",
+                                 describe=describe)
         assert targets == {f"{ISVC}-engine-0-leader-0"}
 
         # Troubleshooting: the worker's leader address, and the gang-scheduling warning (default scheduler).

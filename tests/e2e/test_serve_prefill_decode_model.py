@@ -200,10 +200,15 @@ async def test_serve_a_prefill_decode_model(
                                 f"--as=system:serviceaccount:{NS}:llama-pd-router", check=False)
             assert out.stdout.strip() == "yes"
 
-        # Step 4: the Service llama-pd sends requests to the router.
-        entry = json.loads((await kubectl("get", "endpointslices", "-n", NS, "-l",
-                                          "kubernetes.io/service-name=llama-pd", "-o", "json")).stdout)
-        targets = {e["targetRef"]["name"] for s in entry["items"] for e in s.get("endpoints") or []}
+        # Step 4: the Service llama-pd sends requests to the router (listed by the EndpointSlice controller a moment
+        # after the pod is Ready: waited for, then checked).
+        async def entry_targets() -> set[str]:
+            entry = json.loads((await kubectl("get", "endpointslices", "-n", NS, "-l",
+                                              "kubernetes.io/service-name=llama-pd", "-o", "json")).stdout)
+            return {e["targetRef"]["name"] for s in entry["items"] for e in s.get("endpoints") or []}
+
+        targets = await wait_for(entry_targets, timeout=60, what="the entry Service's EndpointSlice listing a pod",
+                                 describe=describe)
         assert targets == {"llama-pd-router-0-default-0"}
 
         # Repairs under the restart policy None, the default of single-pod Instances (OME's instance restart
