@@ -14,6 +14,7 @@ import attrs
 PREFIX = "ome.io/migration-request-v1-"
 SCHEMA_VERSION = "v1"
 COMPONENTS = ("engine", "decoder", "router")
+TERMINAL_PHASES = ("Completed", "Failed", "Relocated")  # a record in one of these is history, never work
 MAX_HINTS = 8
 MAX_REASON = 256
 MAX_REQUESTED_BY = 128
@@ -56,14 +57,28 @@ def request_keys(annotations: dict[str, str] | None) -> list[str]:
     return sorted(k for k in (annotations or {}) if is_request(k))
 
 
+def uuid_of(key: str) -> str:
+    """The request ID an annotation key carries."""
+    return key[len(PREFIX):]
+
+
+def is_uuid(text: str | None) -> bool:
+    """A request ID in canonical form (lowercase, hyphenated)."""
+    return text is not None and bool(_UUID.match(text))
+
+
+def valid_requested_by(text: Any) -> bool:
+    return isinstance(text, str) and bool(_REQUESTED_BY.match(text))
+
+
 def valid_node_name(name: Any) -> bool:
     return isinstance(name, str) and bool(_NODE.match(name))
 
 
 def parse(key: str, value: str) -> Request | str:
     """The request an annotation holds, or why it is malformed."""
-    uuid = key[len(PREFIX):]
-    if not _UUID.match(uuid):
+    uuid = uuid_of(key)
+    if not is_uuid(uuid):
         return f"migration request {key}: the key must end in a lowercase canonical UUID"
     try:
         body = json.loads(value)
@@ -96,7 +111,7 @@ def parse(key: str, value: str) -> Request | str:
     if reason is not None and (not isinstance(reason, str) or len(reason.encode()) > MAX_REASON):
         return f"migration request {uuid}: reason must be text of at most {MAX_REASON} bytes"
     requested_by = body.get("requested_by")
-    if requested_by is not None and (not isinstance(requested_by, str) or not _REQUESTED_BY.match(requested_by)):
+    if requested_by is not None and not valid_requested_by(requested_by):
         return (f"migration request {uuid}: requested_by must be at most {MAX_REQUESTED_BY} letters, digits and "
                 "_.:/@+- characters")
     requested_at = body.get("requested_at")

@@ -24,7 +24,7 @@ from omenative.kubectl_ome.output import REPORT_VERSION, emit, print_table
 from omenative.kubectl_ome.rollout import MAILBOXES, PAUSED, READ_FAILED, read_target
 
 Obj = dict[str, Any]
-TERMINAL = ("Completed", "Failed", "Relocated")
+TERMINAL = migration_request.TERMINAL_PHASES
 PRECONDITION = "migration precondition conflicts or is stale; inspect migration status and retry explicitly"
 REJECTED = "guarded migration rejected; inspect migration status using preview UUID"
 UNKNOWN = "migration request failed or outcome unknown; inspect migration status using the preview UUID: "
@@ -208,10 +208,9 @@ def check_flags(instance: str | None, component: str | None, from_node: str | No
     if reason is not None and (len(reason.encode()) > migration_request.MAX_REASON or not reason.isprintable()
                                or _SECRETISH.search(reason)):
         raise Refused(INVALID_VALUES)
-    if not re.match(r"^[A-Za-z0-9_.:/@+-]{1,128}$", requested_by):
+    if not migration_request.valid_requested_by(requested_by):
         raise Refused(INVALID_VALUES)
-    if request_id is not None and not re.match(
-            r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", request_id):
+    if request_id is not None and not migration_request.is_uuid(request_id):
         raise Refused(INVALID_VALUES)
     flat = [h.strip() for value in hints for h in value.split(",") if h.strip()]
     if len(flat) > migration_request.MAX_HINTS or len(set(flat)) != len(flat) or from_node in flat or \

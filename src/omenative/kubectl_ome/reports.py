@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from omenative.api import constants as c
+from omenative.api import migration_request
 
 Obj = dict[str, Any]
 Rows = list[tuple[str, str]]
@@ -324,7 +325,6 @@ PREDICATE_HELP = ("InvalidWaitPredicate: require condition=Ready[=True|False|Unk
                   "rolled-back, migration=terminal, replicas=ready|current, runtime-sync=acknowledged, or "
                   "held-revision=unheld")
 NOT_SERVED = ("runtime-sync=acknowledged", "held-revision=unheld")
-_REQUEST_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 ROLLOUT_STATES = {"rollout=stable": "Succeeded", "rollout=failed": "Failed", "rollout=rolled-back": "RolledBack"}
 ROLLOUT_SPELLING = {"Succeeded": "Stable", "Failed": "Failed", "RolledBack": "RolledBack"}
 
@@ -336,7 +336,7 @@ class InvalidWait(ValueError):
 def parse_predicate(text: str | None, component: str | None, replicas: int | None,
                     request_id: str | None = None) -> Predicate:
     if text == "migration=terminal":
-        if request_id is None or not _REQUEST_ID.match(request_id) or replicas is not None:
+        if request_id is None or not migration_request.is_uuid(request_id) or replicas is not None:
             raise InvalidWait("InvalidMigrationWaitFlags: require --request-id=<canonical UUID> with "
                               "migration=terminal")
         return Predicate("migration", request_id=request_id)
@@ -442,7 +442,7 @@ def check_replicas(predicate: Predicate, replica: Obj | None) -> Check:
     return Check(matched, f"{prefix}{'Matched' if matched else 'NotMatched'}", "Reported", observed)
 
 
-MIGRATION_TERMINAL = ("Completed", "Failed", "Relocated")
+MIGRATION_TERMINAL = migration_request.TERMINAL_PHASES
 
 
 def check_migration(record: Obj | None, validity: str) -> Check:

@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from omenative.api import constants as c
+from omenative.api import migration_request
 from omenative.api.instance_status import decode_rows
 from omenative.kubectl_ome.held import Refused, print_table_err
 from omenative.kubectl_ome.output import REPORT_VERSION, emit, print_table
@@ -32,7 +33,7 @@ EVIDENCE = "manual scale requires complete current selected replica and Scale ev
 REJECTED = "guarded scale precondition rejected; inspect current status and prepare a new request"
 UNKNOWN = "scale request outcome unknown; inspect kubectl ome autoscale status before preparing another request"
 OWNERS = {"HPA": "ome", "KEDA": "ome", "External": "external", "None": "none"}
-TERMINAL = ("Completed", "Failed", "Relocated")
+TERMINAL = migration_request.TERMINAL_PHASES
 
 
 def _component_spec(isvc: Obj, component: str) -> Obj | None:

@@ -26,7 +26,7 @@ from omenative.observe.pods import format_time, parse_time
 
 ACCEPTED, SURGE_PENDING, SURGE_READY, DRAINING, COMPLETED, FAILED_PHASE, RELOCATED = (
     "Accepted", "SurgePending", "SurgeReady", "Draining", "Completed", "Failed", "Relocated")
-TERMINAL = (COMPLETED, FAILED_PHASE, RELOCATED)
+TERMINAL = migration_request.TERMINAL_PHASES
 MIGRATE = "Migrate"
 MIGRATING = "Migrating"
 READY, CREATING, DELETING, FAILED, UPDATING = "Ready", "Creating", "Deleting", "Failed", "Updating"
@@ -147,7 +147,7 @@ class Migrations:
         for key, value in sorted(self.requests):
             self.answered.append(key)
             parsed = migration_request.parse(key, value)
-            uuid = key[len(migration_request.PREFIX):]
+            uuid = migration_request.uuid_of(key)
             if uuid in known:
                 continue  # recorded by an earlier pass whose annotation removal did not happen
             known.add(uuid)

@@ -306,7 +306,7 @@ class InferenceServiceController:
         done: list[str] = []
         for key in migration_request.request_keys(annotations):
             parsed = migration_request.parse(key, annotations[key])
-            uuid = key[len(migration_request.PREFIX):]
+            uuid = migration_request.uuid_of(key)
             if isinstance(parsed, str) or parsed.component not in declared:
                 why = parsed if isinstance(parsed, str) else \
                     f"migration request {uuid}: the InferenceService has no {parsed.component}"
