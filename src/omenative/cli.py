@@ -122,8 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "version":
         print(f"omenative {__version__}")
         return 0
-    from omenative import logs
     from omenative.kube import lean
+
+    lean.without_console_extras()
+    from omenative import logs
 
     lean.install()  # before anything imports kubernetes_asyncio: its generated models cost a third of our memory
     from omenative.manager import Manager, Options, default_leader_election_namespace

@@ -557,7 +557,7 @@ class Bench:
         args = ["--metrics-bind-address", "0", "--log-level", "warning"]
         if self.workers is not None:
             args += ["--workers", str(self.workers)]
-        process = await ControllerProcess(control_plane, *args, name="bench").start()
+        process = await ControllerProcess(control_plane, *args, name="bench", check_cache=False).start()
         assert process.process is not None
         pid = process.process.pid
         rss: list[tuple[float, float]] = []
@@ -745,7 +745,7 @@ class Bench:
         audit = Audit(control_plane)
         process = await ControllerProcess(control_plane, "--metrics-bind-address", "0", "--log-level", "warning",
                                           *(["--workers", str(self.workers)] if self.workers else []),
-                                          name="bench-scale").start()
+                                          name="bench-scale", check_cache=False).start()
         assert process.process is not None
         pid = process.process.pid
         name = isvc["metadata"]["name"]

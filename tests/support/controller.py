@@ -15,6 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from omenative.kube.cache import IN_PLACE_CHANGE
 from tests.support.cluster import ControlPlane
 
 
@@ -26,12 +27,15 @@ def free_port() -> int:
 
 class ControllerProcess:
     def __init__(self, control_plane: ControlPlane, *args: str, name: str = "omenative",
-                 kubeconfig: Path | None = None) -> None:
+                 kubeconfig: Path | None = None, check_cache: bool = True) -> None:
         self.control_plane = control_plane
         # Whose rights it runs with: the cluster's admin unless a ServiceAccount's kubeconfig is given.
         self.kubeconfig = kubeconfig or control_plane.kubeconfig
         self.args = args
         self.name = name
+        # Every cached object is checked for changes in place (see kube/cache.py); the benchmark turns it off, as
+        # it costs a JSON encoding of each object stored.
+        self.check_cache = check_cache
         self.metrics_port = free_port()
         self.health_port = free_port()
         self.log_path = Path(tempfile.mkstemp(prefix=f"{name}-", suffix=".log")[1])
@@ -45,7 +49,8 @@ class ControllerProcess:
             "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
             "--health-probe-bind-address", f"127.0.0.1:{self.health_port}",
             "--log-format", "json", *self.args,
-            stdout=log, stderr=log, env=os.environ | {"PYTHONUNBUFFERED": "1"},
+            stdout=log, stderr=log,
+            env=os.environ | {"PYTHONUNBUFFERED": "1", "OMENATIVE_CACHE_CHECK": "1" if self.check_cache else "0"},
         )
         if wait_ready:
             await self.wait_ready()
@@ -104,10 +109,21 @@ class ControllerProcess:
             return self.process.returncode if self.process else None
         self.process.send_signal(sig)
         try:
-            return await asyncio.wait_for(self.process.wait(), timeout)
+            code = await asyncio.wait_for(self.process.wait(), timeout)
         except TimeoutError:
             self.process.kill()
-            return await self.process.wait()
+            code = await self.process.wait()
+        changed = self.in_place_changes()
+        assert not changed, f"{self.name} changed cached objects in place:\n" + "\n".join(changed[:10])
+        return code
+
+    def in_place_changes(self) -> list[str]:
+        """The log's reports of a cached object changed in place (a consumer that broke the caches' contract)."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return []
+        return [line for line in text.splitlines() if IN_PLACE_CHANGE in line]
 
     def non_json_lines(self) -> list[str]:
         """Lines of the log (written with --log-format json) that do not parse as one JSON object."""

@@ -58,13 +58,14 @@ def test_every_fact_survives_and_the_containers_go() -> None:
 
 def test_the_cache_holds_one_copy_of_each_repeated_string() -> None:
     """Stored objects equal what was decoded, but two pods share their keys and short values (interned), while a
-    long string is kept as it came."""
+    long string in parts that differ is kept as it came."""
     ref = InstanceRef(isvc="svc", namespace="ns", component="engine", index=0, incarnation=1, revision="abc",
                       replicas=1, podgroup="svc-engine-0")
     store = Store(PODS, transform=slim_pod)
     decoded = []
-    for pod in (running(p) for p in render_instance(ref, RUNNERS)):
+    for n, pod in enumerate(running(p) for p in render_instance(ref, RUNNERS)):
         pod["status"]["message"] = "m" * (INTERN_MAX_CHARS + 1)
+        pod["status"]["podIP"] = f"10.0.0.{n}"  # statuses that differ, so the message is not shared with its part
         decoded.append(json.loads(json.dumps(pod)))  # fresh strings, as a watch event brings them
         store.upsert(json.loads(json.dumps(pod)))
     a, b = (store.get(f"ns/{p['metadata']['name']}") for p in decoded)
@@ -104,3 +105,59 @@ def test_an_endpoint_slice_keeps_the_routed_pods_and_their_conditions() -> None:
     # What the controllers read of it is unchanged.
     assert routed_pod_index(slim) == routed_pod_index(slice_) == ["ns/svc-engine-0-leader-0"]
     assert slim_endpoint_slice({"metadata": {"name": "empty"}}) == {"metadata": {"name": "empty"}}
+
+
+def test_repeated_parts_are_held_once_and_dropped_with_the_last_object_holding_them() -> None:
+    from omenative.kube.cache import SHARED
+    from omenative.kube.resources import INFERENCE_REPLICAS
+
+    def replica(name: str, uid: str, flag: object) -> dict[str, object]:
+        return {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+                "metadata": {"name": name, "namespace": "ns", "uid": uid, "labels": {"app": "x"}},
+                "spec": {"runners": copy.deepcopy(RUNNERS), "flag": flag}}
+
+    while SHARED.prune():
+        pass  # what earlier tests left
+    store = Store(INFERENCE_REPLICAS)
+    for name, uid, flag in (("a", "u-a", True), ("b", "u-b", True), ("c", "u-c", 1), ("d", "u-d", 1.0)):
+        store.upsert(json.loads(json.dumps(replica(name, uid, flag))))
+    a, b, one, real = (store.get(f"ns/{n}") for n in "abcd")
+    assert a is not None and b is not None and one is not None and real is not None
+    assert a["spec"] is b["spec"] and a["spec"]["runners"] is one["spec"]["runners"]
+    assert a["metadata"] is not b["metadata"] and a["metadata"]["labels"] is b["metadata"]["labels"]
+    # 1, 1.0 and True are equal in Python but not the same JSON: each keeps its own.
+    assert a["spec"] is not one["spec"] and one["spec"] is not real["spec"]
+    assert json.dumps(one["spec"]["flag"]) == "1" and json.dumps(real["spec"]["flag"]) == "1.0"
+    assert a == replica("a", "u-a", True)
+    held = len(SHARED)
+    SHARED.prune()
+    assert len(SHARED) == held  # still in use
+    for n in "abcd":
+        store.remove({"metadata": {"name": n, "namespace": "ns"}})
+    del a, b, one, real
+    while SHARED.prune():
+        pass
+    assert len(SHARED) < held
+
+
+def test_a_cached_object_changed_in_place_is_named_in_the_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    from structlog.testing import capture_logs
+
+    from omenative.kube import cache
+
+    monkeypatch.setattr(cache, "CHECK_IN_PLACE_CHANGES", True)
+    store = Store(PODS, transform=slim_pod)
+    ref = InstanceRef(isvc="svc", namespace="ns", component="engine", index=0, incarnation=1, revision="abc",
+                      replicas=1, podgroup="svc-engine-0")
+    pod = running(render_instance(ref, RUNNERS)[0])
+    name = pod["metadata"]["name"]
+    with capture_logs() as logs:
+        store.upsert(json.loads(json.dumps(pod)))
+        store.upsert(json.loads(json.dumps(pod)))  # a new version of it, nothing changed in place
+        assert [e for e in logs if e["event"] == cache.IN_PLACE_CHANGE] == []
+        cached = store.get(f"ns/{name}")
+        assert cached is not None
+        cached["status"]["phase"] = "Failed"  # what no consumer may do
+        store.upsert(json.loads(json.dumps(pod)))
+    reported = [(e["resource"], e["key"]) for e in logs if e["event"] == cache.IN_PLACE_CHANGE]
+    assert reported == [(str(PODS), f"ns/{name}")]

@@ -8,9 +8,13 @@ down, deletes carrying the last known state.
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
+
+import structlog
 
 from omenative.kube import metrics
 from omenative.kube.resources import Resource
@@ -18,6 +22,8 @@ from omenative.kube.resources import Resource
 Obj = dict[str, Any]
 Transform = Callable[[Obj], Obj]
 IndexFunc = Callable[[Obj], Iterable[str]]
+
+log = structlog.get_logger(__name__)
 
 NAMESPACE_INDEX = "namespace"
 OWNER_UID_INDEX = "owner-uid"
@@ -123,18 +129,92 @@ def slim_endpoint_slice(obj: Obj) -> Obj:
 INTERN_MAX_CHARS = 128
 
 
+def _identity(value: Any) -> Any:
+    """What a container's key says of one of its (already shared) values: a container by identity, a string or
+    None as itself, a number or bool with its type (1, 1.0 and True are equal and hash alike, but are not the same
+    JSON)."""
+    kind = type(value)
+    if kind is str or value is None:
+        return value
+    if kind is dict or kind is list:
+        return id(value)
+    return (kind, value)
+
+
+class SharedSubtrees:
+    """One copy of each repeated part of the cached objects (hash-consing), across every cache of the process.
+
+    JSON decoding makes a new string for every key and value and a new dict for every part, so 500 copies of one
+    InferenceService hold 500 copies of its runners, and again in each ControllerRevision, and a thousand pods hold
+    a thousand copies of "lastTransitionTime" and of their owner's UID. Keys and short strings are interned; a dict
+    or list whose values are all shared already is looked up by a hash of their identities and, when an equal one
+    is held, that one is used instead. An object's own top level and its `metadata` (which carries its UID) are
+    never repeated and not looked up.
+
+    The cached objects are read-only (every consumer copies before it changes anything); with sharing, a change in
+    place would show in every object that shares the part, which `Store`'s in-place check (on in the tests) catches.
+    Parts no cached object holds any more are dropped from the table whenever it has grown by half since the last
+    pass (the table's reference is then the only one left)."""
+
+    def __init__(self) -> None:
+        self._table: dict[int, Any] = {}
+        self._pruned_at = 1024
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def share(self, value: Any, depth: int = 0) -> Any:
+        kind = type(value)
+        if kind is dict:
+            out = {sys.intern(k): self.share(v, depth + 1) for k, v in value.items()}
+            if depth == 0 or (depth == 1 and "uid" in out):
+                return out
+            return self._one(out, ("d", *[part for k, v in out.items() for part in (k, _identity(v))]))
+        if kind is list:
+            items = [self.share(v, depth + 1) for v in value]
+            return self._one(items, ("l", *[_identity(v) for v in items]))
+        if kind is str and len(value) <= INTERN_MAX_CHARS:
+            return sys.intern(value)
+        return value
+
+    def _one(self, value: Any, key: tuple[Any, ...]) -> Any:
+        digest = hash(key)
+        held = self._table.get(digest)
+        # Equal values of the same type: ids in the key are of shared parts the table keeps alive, so equal hashes
+        # of different parts are a true collision, which the comparison rules out.
+        if held is not None and type(held) is type(value) and held == value:
+            return held
+        self._table[digest] = value
+        if len(self._table) > self._pruned_at * 3 // 2:
+            self.prune()
+        return value
+
+    def prune(self) -> int:
+        """Drops the parts only the table still holds; returns how many."""
+        gone = [digest for digest in self._table if sys.getrefcount(self._table[digest]) <= 2]
+        for digest in gone:
+            del self._table[digest]
+        self._pruned_at = max(1024, len(self._table))
+        return len(gone)
+
+
+SHARED = SharedSubtrees()
+
+
 def compact(value: Any) -> Any:
-    """A decoded object rebuilt with its keys and short strings interned. JSON decoding makes a new string for every
-    key and value, so a thousand pods hold a thousand copies of "lastTransitionTime", their labels and the owner's
-    UID; interned, the cache holds one of each and takes about half the memory. Long strings (a message, a
-    serialized blob) are rarely repeated and are kept as they are."""
-    if isinstance(value, dict):
-        return {sys.intern(k): compact(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [compact(v) for v in value]
-    if isinstance(value, str) and len(value) <= INTERN_MAX_CHARS:
-        return sys.intern(value)
-    return value
+    """A decoded object with its keys and short strings interned and its repeated parts shared (`SharedSubtrees`).
+    Long strings (a message, a serialized blob) are rarely repeated and are kept as they are."""
+    return SHARED.share(value)
+
+
+# The tests turn this on: every cached object is fingerprinted when stored and checked when replaced or removed,
+# so a consumer that changed one in place (and with it every object sharing the part) is named in the log.
+CHECK_IN_PLACE_CHANGES = os.environ.get("OMENATIVE_CACHE_CHECK") == "1"
+IN_PLACE_CHANGE = "cached object was changed in place"
+
+
+def _fingerprint(obj: Obj) -> int:
+    return hash(json.dumps(obj, sort_keys=True, default=str))
 
 
 def object_key(obj: Obj) -> str:
@@ -163,6 +243,7 @@ class Store:
         self._indices: dict[str, dict[str, set[str]]] = {name: {} for name in self.indexers}
         self._handlers: list[Handler] = []
         self.synced = False
+        self._fingerprints: dict[str, int] = {}
         self._gauge = metrics.informer_objects.labels(resource=str(resource))
 
     # -- reading
@@ -213,6 +294,9 @@ class Store:
         obj = compact(self.transform(obj) if self.transform is not None else obj)
         key = object_key(obj)
         old = self._items.get(key)
+        if CHECK_IN_PLACE_CHANGES:
+            self._check(key, old)
+            self._fingerprints[key] = _fingerprint(obj)
         self._items[key] = obj
         self._index(key, obj, old)
         self._gauge.set(len(self._items))
@@ -225,11 +309,18 @@ class Store:
     def remove(self, obj: Obj) -> None:
         key = object_key(obj)
         old = self._items.pop(key, None)
+        if CHECK_IN_PLACE_CHANGES:
+            self._check(key, old)
+            self._fingerprints.pop(key, None)
         last = old if old is not None else (self.transform(obj) if self.transform else obj)
         self._index(key, None, old)
         self._gauge.set(len(self._items))
         for handler in self._handlers:
             handler.on_delete(last)
+
+    def _check(self, key: str, old: Obj | None) -> None:
+        if old is not None and self._fingerprints.get(key) not in (None, _fingerprint(old)):
+            log.error(IN_PLACE_CHANGE, resource=str(self.resource), key=key)
 
     def replace(self, objs: list[Obj], namespace: str | None = None) -> None:
         """Makes the store equal a fresh list: adds and updates what changed, deletes what vanished.

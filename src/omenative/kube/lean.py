@@ -46,3 +46,11 @@ def install() -> bool:
     config.load_incluster_config = importlib.import_module(  # type: ignore[attr-defined]
         "kubernetes_asyncio.config.incluster_config").load_incluster_config
     return True
+
+
+def without_console_extras() -> None:
+    """structlog formats tracebacks with rich or better-exceptions when either can be imported (rich comes with
+    the development tools, and pulls in pygments: 3 MB); the controller's logs never need them. Marking them
+    absent before structlog is imported makes it use the standard library's formatting."""
+    for name in ("rich", "better_exceptions"):
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
