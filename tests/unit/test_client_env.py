@@ -42,9 +42,10 @@ async def test_the_proxy_is_resolved_once(tmp_path: Path, monkeypatch: pytest.Mo
         await kube.close()
 
 
-async def test_tls_connections_read_into_small_buffers(tmp_path: Path) -> None:
-    """asyncio's default TLS read buffer is 256 KiB per connection, zero-filled and so resident; after connect, a
-    TLS connection's buffer is TLS_READ_BUFFER (and a request still gets its whole answer)."""
+async def test_tls_connections_share_one_small_read_buffer(tmp_path: Path) -> None:
+    """asyncio's default TLS read buffer is 256 KiB per connection, zero-filled and so resident; after connect, the
+    TLS connections of a thread read into one shared buffer of TLS_READ_BUFFER, and connections that read at the
+    same time each still get their own whole answer."""
     import asyncio
     import datetime as dt
     import ssl
@@ -57,11 +58,15 @@ async def test_tls_connections_read_into_small_buffers(tmp_path: Path) -> None:
     (tmp_path / "tls.key").write_bytes(bundle.key)
     server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_tls.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
-    body = b"x" * (3 * TLS_READ_BUFFER + 17)  # several buffers' worth
+    # Several buffers' worth each, in pieces, so that the connections' reads interleave.
+    bodies = [bytes([ord("a") + i]) * (3 * TLS_READ_BUFFER + 17 + i) for i in range(3)]
 
-    async def answer(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(body)
-        await writer.drain()
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        body = bodies[int(await reader.readexactly(1))]
+        for start in range(0, len(body), 20_000):
+            writer.write(body[start:start + 20_000])
+            await writer.drain()
+            await asyncio.sleep(0)
         writer.close()
 
     server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=server_tls)
@@ -72,11 +77,19 @@ async def test_tls_connections_read_into_small_buffers(tmp_path: Path) -> None:
         client_tls = ssl.create_default_context()
         client_tls.check_hostname = False
         client_tls.verify_mode = ssl.CERT_NONE
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client_tls)
-        protocol = writer.transport._ssl_protocol  # type: ignore[attr-defined]
-        assert len(protocol._ssl_buffer) == TLS_READ_BUFFER < 256 * 1024
-        assert await reader.read() == body
-        writer.close()
+        connections = [await asyncio.open_connection("127.0.0.1", port, ssl=client_tls) for _ in bodies]
+        protocols = [writer.transport._ssl_protocol for _, writer in connections]  # type: ignore[attr-defined]
+        assert len(protocols[0]._ssl_buffer) == TLS_READ_BUFFER < 256 * 1024
+        assert all(p._ssl_buffer is protocols[0]._ssl_buffer for p in protocols)
+
+        async def fetch(i: int) -> bytes:
+            reader, writer = connections[i]
+            writer.write(str(i).encode())
+            got = await reader.read()
+            writer.close()
+            return got
+
+        assert await asyncio.gather(*(fetch(i) for i in range(len(bodies)))) == bodies
     finally:
         await kube.close()
         server.close()
