@@ -56,6 +56,45 @@ def test_every_fact_survives_and_the_containers_go() -> None:
     assert slimmed < full / 2
 
 
+@pytest.mark.parametrize("container", [
+    {"state": {"running": {"startedAt": "2026-01-01T00:00:05Z"}}, "lastState": {}},
+    {"state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting failed container"}},
+     "lastState": {"terminated": {"reason": "Error", "exitCode": 1, "finishedAt": "2026-01-01T00:00:09Z",
+                                  "startedAt": "2026-01-01T00:00:05Z", "containerID": "containerd://abc"}}},
+    {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "pull failed"}}, "restartCount": 0},
+])
+def test_the_status_keeps_what_is_read_and_drops_what_is_unique_to_each_pod(container: dict) -> None:
+    """A kubelet's status carries addresses, start times, images and container IDs that no controller reads: they
+    go, and every fact (restarts, why the last run ended, why a container waits) is the same on the slimmed pod."""
+    ref = InstanceRef(isvc="svc", namespace="ns", component="engine", index=0, incarnation=1, revision="abc",
+                      replicas=1, podgroup="svc-engine-0")
+    pod = running(render_instance(ref, RUNNERS)[0])
+    status = {"name": "ome-container", "restartCount": 3, "ready": False, "started": False,
+              "image": "example.invalid/sglang:1", "imageID": "example.invalid/sglang@sha256:1",
+              "containerID": "containerd://def"} | container
+    pod["status"] |= {"hostIP": "10.1.0.1", "hostIPs": [{"ip": "10.1.0.1"}], "podIPs": [{"ip": "10.0.0.1"}],
+                      "startTime": "2026-01-01T00:00:01Z", "qosClass": "Guaranteed", "containerStatuses": [status],
+                      "initContainerStatuses": [{"name": "model-init", "restartCount": 1, "image": "x",
+                                                 "state": {"terminated": {"reason": "Completed", "exitCode": 0}}}]}
+    slim = slim_pod(copy.deepcopy(pod))
+    assert pod_facts(slim) == pod_facts(pod)
+    worse = copy.deepcopy(pod)
+    worse["status"]["initContainerStatuses"][0]["restartCount"] = 2
+    assert pod_got_worse(slim, slim_pod(copy.deepcopy(worse))) is pod_got_worse(pod, worse) is True
+    assert set(slim["status"]) == {"phase", "podIP", "conditions", "containerStatuses", "initContainerStatuses"}
+    kept = slim["status"]["containerStatuses"][0]
+    assert set(kept) <= {"name", "restartCount", "state", "lastState"}
+    assert "image" not in json.dumps(slim["status"]) and "containerID" not in json.dumps(slim["status"])
+
+
+def test_a_status_of_unexpected_shape_is_slimmed_without_error() -> None:
+    pod = {"metadata": {"name": "p", "namespace": "ns"}, "spec": [], "status": {
+        "phase": "Running", "containerStatuses": ["odd", {"name": "c", "state": "odd", "lastState": ["odd"]}]}}
+    slim = slim_pod(pod)
+    assert slim["status"]["containerStatuses"] == [{"name": "c"}]  # what cannot be read is not kept
+    assert pod_facts(slim).restarts == () and pod_facts(slim).wedged is None
+
+
 def test_the_cache_holds_one_copy_of_each_repeated_string() -> None:
     """Stored objects equal what was decoded, but two pods share their keys and short values (interned), while a
     long string in parts that differ is kept as it came."""
