@@ -4,6 +4,7 @@ once per pass, and keep the revision's ControllerRevision."""
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 import structlog
@@ -25,6 +26,7 @@ from omenative.controllers.inferencereplica.retry import RetryPolicy
 from omenative.kube.annotations import remove_answered
 from omenative.kube.client import JSON_PATCH, ApiError
 from omenative.kube.controller import Result, split_key
+from omenative.kube.expectations import expected
 from omenative.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS, PODS
 from omenative.observe.pods import PodFacts, is_true, parse_time, pod_facts
 from omenative.render import objects
@@ -279,12 +281,19 @@ class InferenceReplicaController:
         """A ControllerRevision per version of the runners, so Instances on an older revision can be rendered."""
         ctx = self.ctx
         namespace = ir["metadata"]["namespace"]
-        if ctx.get(CONTROLLER_REVISIONS, namespace, naming.revision_name(isvc, component, revision)) is not None:
+        name = naming.revision_name(isvc, component, revision)
+        key = f"{CONTROLLER_REVISIONS.plural}/{namespace}/{name}"
+        if ctx.get(CONTROLLER_REVISIONS, namespace, name) is not None:
+            ctx.expectations.forget(key)
             return
+        if name in ctx.expectations.pending(key)[0] and not ctx.expectations.satisfied(key):
+            return  # created by an earlier pass and not in the cache yet: a second create would only be refused
         siblings = [r for r in ctx.by_index(CONTROLLER_REVISIONS, BY_ISVC, f"{namespace}/{isvc}")
                     if (r["metadata"].get("labels") or {}).get(c.LABEL_COMPONENT) == component]
         number = max((int(r.get("revision") or 0) for r in siblings), default=0) + 1
         body = objects.controller_revision(isvc=isvc, namespace=namespace, component=component,
                                            owner=objects.owner_reference(ir), revision=revision, number=number,
                                            runners=runners)
-        await ctx.applier.create(CONTROLLER_REVISIONS, body)
+        ctx.expectations.expect_creations(key, [name])
+        # Observed when a later pass finds it cached (above); a create that failed or found it there is observed now.
+        await expected(ctx.applier.create(CONTROLLER_REVISIONS, body), partial(ctx.expectations.forget, key))
