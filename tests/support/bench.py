@@ -57,6 +57,7 @@ import structlog
 from omenative.api.config import ControllerConfig
 from omenative.api.types import BaseModelSpec
 from omenative.controllers.inferenceservice import desired
+from omenative.kube import cache
 from omenative.kube.cache import Store, object_key, strip_server_fields
 from omenative.kube.client import ApiError, KubeClient
 from omenative.kube.reflector import Informer
@@ -328,35 +329,61 @@ class _RecordingCaches:
         self.registered.append(_Registration(resource, label_selector, field_selector, transform, indexers))
 
 
-async def cache_breakdown(kube: KubeClient) -> Obj:
-    """What omenative's caches hold, by resource: objects, their JSON bytes as served, and the Python heap they
-    take once decoded and transformed exactly as the manager's caches do (tracemalloc, in this process)."""
+def cache_registrations() -> list[_Registration]:
+    """The caches the manager registers: resource, selectors, transform and indexers."""
     recorder = _RecordingCaches()
     Manager(Options())._register_caches(recorder)  # type: ignore[arg-type]
+    return recorder.registered
+
+
+def measure_caches(items: dict[str, list[Obj]]) -> Obj:
+    """The Python heap that each resource's objects (by plural) take once decoded and transformed exactly as the
+    manager's caches do (tracemalloc, in this process), and the table that shares their repeated parts.
+
+    The parts are shared through a table of this measurement's own, not the process's: the bench's own watches
+    (its pod and InferenceService trackers) fill the process's table with the same parts, and a resource whose
+    parts were already held would look smaller than it is. The table's own growth is counted once, as
+    `(shared parts table)`, not in whichever resource happened to make it grow."""
+    shared, cache.SHARED = cache.SHARED, cache.SharedSubtrees()
     out: Obj = {}
+    stores = []  # all held to the end, as the manager holds them: a store let go would free parts the next one counts
     tracemalloc.start()
     try:
-        for reg in recorder.registered:
-            try:
-                items, _ = await kube.list_all(reg.resource, label_selector=reg.label_selector,
-                                               field_selector=reg.field_selector)
-            except ApiError as exc:
-                if exc.status == 404:
-                    continue  # a kind whose CRD is not installed (PodMonitors, say): the manager holds none either
-                raise
-            raw = [json.dumps(item).encode() for item in items]
-            del items
+        for reg in cache_registrations():
+            if reg.resource.plural not in items:
+                continue
+            raw = [json.dumps(item).encode() for item in items[reg.resource.plural]]
             store = Store(reg.resource, transform=reg.transform, indexers=reg.indexers)
+            table = sys.getsizeof(cache.SHARED._table)
             before = tracemalloc.get_traced_memory()[0]
             for b in raw:
                 store.upsert(json.loads(b))
-            heap = tracemalloc.get_traced_memory()[0] - before
+            heap = tracemalloc.get_traced_memory()[0] - before - (sys.getsizeof(cache.SHARED._table) - table)
             out[reg.resource.plural] = {"objects": len(store), "json_bytes": sum(len(b) for b in raw),
                                         "heap_bytes": heap}
-            del store, raw
+            stores.append(store)
+        out["(shared parts table)"] = {"objects": len(cache.SHARED), "json_bytes": 0,
+                                       "heap_bytes": sys.getsizeof(cache.SHARED._table)}
     finally:
         tracemalloc.stop()
+        cache.SHARED = shared
+        del stores
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["heap_bytes"]))
+
+
+async def cache_breakdown(kube: KubeClient) -> Obj:
+    """What omenative's caches hold, by resource: objects, their JSON bytes as served, and their heap
+    (`measure_caches`)."""
+    items: dict[str, list[Obj]] = {}
+    for reg in cache_registrations():
+        try:
+            items[reg.resource.plural], _ = await kube.list_all(reg.resource, label_selector=reg.label_selector,
+                                                                field_selector=reg.field_selector)
+        except ApiError as exc:
+            if exc.status == 404:
+                continue  # a kind whose CRD is not installed (PodMonitors, say): the manager holds none either
+            raise
+    return measure_caches(items)
 
 
 class Profiler:
