@@ -119,6 +119,16 @@ start_in_cluster() {
   kubectl patch deployment omenative -n omenative-system --type merge \
     -p "{\"spec\":{\"template\":{\"spec\":{\"nodeSelector\":{\"$REAL_NODE_LABEL\":\"true\"}}}}}" >/dev/null
   kubectl rollout status deployment/omenative -n omenative-system --timeout="$timeout" >&2 || return 1
+  # The status returns while the pods of the template before the patch may still be terminating: wait until they are
+  # gone, so that what lists the controller's pods (Prometheus's targets below) finds only the ones that serve.
+  local want pods
+  want=$(kubectl get deployment omenative -n omenative-system -o jsonpath='{.spec.replicas}')
+  for _ in $(seq 1 600); do
+    pods=$(kubectl get pods -n omenative-system -l app.kubernetes.io/name=omenative -o name | wc -l)
+    [[ "$pods" -le "$want" ]] && break
+    sleep 0.2
+  done
+  [[ "$pods" -le "$want" ]] || { log "omenative's replaced pods are still terminating after 120s"; return 1; }
   echo in-cluster > "$sandbox/mode"
 }
 
