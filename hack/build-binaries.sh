@@ -73,11 +73,21 @@ build_scheduler_plugins() {
 }
 
 build_kwok() {
-  local n
-  for n in kwok kwokctl; do
-    missing "$n" || continue
-    timed_build "$n" env GOBIN="$bin" go install -trimpath -ldflags '-s -w' "sigs.k8s.io/kwok/cmd/$n@$KWOK_VERSION"
-  done
+  missing kwokctl && timed_build kwokctl env GOBIN="$bin" go install -trimpath -ldflags '-s -w' "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
+  # The simulated kubelet carries one patch (hack/sim/kwok-pod-delete-uid.patch): it deletes a pod with a UID
+  # precondition, as the kubelet does. Without it, a delete job KWOK queued for a pod already gone removes the
+  # controller's new pod of the same name (a chaos run in CI saw a restarted Instance's leader deleted so).
+  # Rebuilt whenever the patch changes.
+  local patch="$here/sim/kwok-pod-delete-uid.patch" src work
+  if missing kwok || ! cmp -s "$patch" "$bin/kwok.patch"; then
+    src=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+    work="$OMENATIVE_CACHE_DIR/src/kwok-$KWOK_VERSION-patched"
+    rm -rf "$work"; mkdir -p "$(dirname "$work")"
+    cp -r "$src" "$work"; chmod -R u+w "$work"
+    (cd "$work" && patch -p1 --quiet < "$patch")
+    timed_build kwok bash -c "cd '$work' && go build -trimpath -ldflags '-s -w' -o '$bin/kwok.tmp' ./cmd/kwok && mv '$bin/kwok.tmp' '$bin/kwok'"
+    cp "$patch" "$bin/kwok.patch"
+  fi
 }
 
 build_coredns() {
