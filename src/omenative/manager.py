@@ -13,7 +13,7 @@ import os
 import signal
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -45,7 +45,17 @@ from omenative.controllers.instance.controller import InstanceController
 from omenative.kube import metrics
 from omenative.kube import resources as r
 from omenative.kube.apply import Applier
-from omenative.kube.cache import FuncHandler, IndexFunc, object_key, slim_crd, slim_endpoint_slice, slim_pod
+from omenative.kube.cache import (
+    ChangedOnly,
+    FuncHandler,
+    IndexFunc,
+    object_key,
+    slim_crd,
+    slim_endpoint_slice,
+    slim_pod,
+    slim_podgroup,
+    without_status,
+)
 from omenative.kube.client import KubeClient
 from omenative.kube.controller import Controller
 from omenative.kube.events import EventRecorder
@@ -186,6 +196,21 @@ class _PodEvents:
         self._enqueue(obj, urgent=True)
 
 
+@attrs.frozen
+class _OnDelete:
+    func: Callable[[Obj], None]
+
+    def on_add(self, obj: Obj, initial: bool) -> None:
+        pass
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        if old.get("metadata", {}).get("uid") != new.get("metadata", {}).get("uid"):
+            self.func(old)  # deleted and created again under one name
+
+    def on_delete(self, obj: Obj) -> None:
+        self.func(obj)
+
+
 class _SliceEvents:
     """EndpointSlice events wake the Instances of the pods a slice lists, before and after the change."""
 
@@ -193,24 +218,31 @@ class _SliceEvents:
         self.m = manager
         self.caches = caches
 
-    def _enqueue(self, *slices: Obj) -> None:
-        names = {(e.get("targetRef") or {}).get("name") for s in slices for e in s.get("endpoints") or []
-                 if (e.get("targetRef") or {}).get("kind") == "Pod"}
-        namespace = slices[0]["metadata"].get("namespace")
+    @staticmethod
+    def _routes(obj: Obj) -> dict[str, Any]:
+        """Pod name -> its endpoint (whether it is ready, serving, terminating) in one slice."""
+        return {ref["name"]: e.get("conditions") for e in obj.get("endpoints") or []
+                if (ref := e.get("targetRef") or {}).get("kind") == "Pod" and ref.get("name")}
+
+    def _enqueue(self, namespace: str | None, names: Iterable[str]) -> None:
         for name in names:
-            pod = self.caches.get(r.PODS, namespace, name) if name else None
+            pod = self.caches.get(r.PODS, namespace, name)
             if pod is not None:
                 _add(self.m.q_instance, instance_key_of(pod))
 
     def on_add(self, obj: Obj, initial: bool) -> None:
         if not initial:
-            self._enqueue(obj)
+            self._enqueue(obj["metadata"].get("namespace"), self._routes(obj))
 
     def on_update(self, old: Obj, new: Obj) -> None:
-        self._enqueue(old, new)
+        # Only the pods whose routing changed: a slice lists every leader of a component, and each one's change
+        # would otherwise wake them all.
+        before, after = self._routes(old), self._routes(new)
+        self._enqueue(new["metadata"].get("namespace"),
+                      {n for n in before.keys() | after.keys() if before.get(n, ()) != after.get(n, ())})
 
     def on_delete(self, obj: Obj) -> None:
-        self._enqueue(obj)
+        self._enqueue(obj["metadata"].get("namespace"), self._routes(obj))
 
 
 class Manager:
@@ -242,8 +274,10 @@ class Manager:
         if self.options.config.force_delete_overdue_slack and \
                 self.options.config.force_delete_node_unreachable_threshold:
             caches.add(r.NODES)  # the force-delete escalation judges whether a stuck pod's node is dead
-        for resource in (r.SERVICES, r.HPAS, r.PDBS, r.SERVICE_ACCOUNTS, r.ROLES, r.ROLE_BINDINGS,
-                         r.CONTROLLER_REVISIONS):
+        for resource in (r.SERVICES, r.HPAS, r.PDBS):
+            caches.add(resource, label_selector=c.LABEL_ISVC, transform=without_status,
+                       indexers={BY_ISVC: _isvc_label_index})
+        for resource in (r.SERVICE_ACCOUNTS, r.ROLES, r.ROLE_BINDINGS, r.CONTROLLER_REVISIONS):
             caches.add(resource, label_selector=c.LABEL_ISVC, indexers={BY_ISVC: _isvc_label_index})
         for resource in (r.SERVING_RUNTIMES, r.CLUSTER_SERVING_RUNTIMES, r.BASE_MODELS, r.CLUSTER_BASE_MODELS):
             caches.add(resource)
@@ -254,7 +288,7 @@ class Manager:
         # third of the slices held and of the slice events that woke Instances.
         caches.add(r.ENDPOINT_SLICES, label_selector=f"{c.LABEL_ISVC},!{HEADLESS_LABEL}", transform=slim_endpoint_slice,
                    indexers={BY_ISVC: _isvc_label_index, BY_ROUTED_POD: routed_pod_index})
-        caches.add(r.PODGROUPS, label_selector=managed, start=False,
+        caches.add(r.PODGROUPS, label_selector=managed, start=False, transform=slim_podgroup,
                    indexers={BY_REPLICA: _key_index(replica_key_of)})
         caches.add(r.PODMONITORS, label_selector=c.LABEL_ISVC, start=False, indexers={BY_ISVC: _isvc_label_index})
 
@@ -274,15 +308,14 @@ class Manager:
             for key in _isvc_label_index(obj):
                 self.q_isvc.add(key)
 
+        # Their status is not cached, so a status update arrives as an update that changed nothing: not passed on.
         for resource in (r.SERVICES, r.HPAS, r.PDBS, r.SERVICE_ACCOUNTS, r.ROLES, r.ROLE_BINDINGS, r.PODMONITORS):
-            caches.add_handler(resource, FuncHandler(by_isvc_label))
+            caches.add_handler(resource, ChangedOnly(FuncHandler(by_isvc_label)))
 
         caches.add_handler(r.CONTROLLER_REVISIONS, FuncHandler(lambda o: _add(self.q_ir, replica_key_of(o))))
-        def podgroup_changed(obj: Obj) -> None:
-            _add(self.q_instance, instance_key_of(obj))
-            _add(self.q_ir, replica_key_of(obj))  # a teardown waits for its PodGroups too
-
-        caches.add_handler(r.PODGROUPS, FuncHandler(podgroup_changed))
+        caches.add_handler(r.PODGROUPS, ChangedOnly(FuncHandler(lambda o: _add(self.q_instance, instance_key_of(o)))))
+        # A teardown waits for its PodGroups to be gone: only that wakes the InferenceReplica.
+        caches.add_handler(r.PODGROUPS, _OnDelete(lambda o: _add(self.q_ir, replica_key_of(o))))
 
         def runtime_changed(obj: Obj) -> None:
             isvcs = caches.store(r.INFERENCE_SERVICES)

@@ -56,6 +56,35 @@ class FuncHandler:
         self.func(obj)
 
 
+def same_content(old: Obj, new: Obj) -> bool:
+    """Whether an update changed nothing a cache keeps but the resourceVersion: what a transform drops (the status of
+    a Service, an autoscaler, a budget) changed, and nothing the controllers read. Shared parts compare by identity
+    first, so this costs about as much as the objects have top-level keys."""
+    if old.keys() != new.keys():
+        return False
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    return all(old[k] == new[k] for k in old if k != "metadata") and old_meta.keys() == new_meta.keys() and all(
+        old_meta[k] == new_meta[k] for k in old_meta if k != "resourceVersion")
+
+
+class ChangedOnly:
+    """Wraps a handler that only enqueues: an update that changed nothing the cache keeps is not passed on. Never for
+    a handler that observes resourceVersions (write expectations wait for those)."""
+
+    def __init__(self, handler: Any) -> None:
+        self.handler = handler
+
+    def on_add(self, obj: Obj, initial: bool) -> None:
+        self.handler.on_add(obj, initial)
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        if not same_content(old, new):
+            self.handler.on_update(old, new)
+
+    def on_delete(self, obj: Obj) -> None:
+        self.handler.on_delete(obj)
+
+
 def by_namespace(obj: Obj) -> Iterable[str]:
     ns = obj.get("metadata", {}).get("namespace")
     return [ns] if ns else []
@@ -81,6 +110,23 @@ def strip_server_fields(obj: Obj) -> Obj:
         annotations = meta.get("annotations")
         if annotations:
             annotations.pop("kubectl.kubernetes.io/last-applied-configuration", None)
+    return obj
+
+
+def without_status(obj: Obj) -> Obj:
+    """The transform of what omenative writes whole but never reads the status of (Services, autoscalers, disruption
+    budgets): their controllers update it often (a budget on every pod change), and nothing here reads it."""
+    strip_server_fields(obj)
+    obj.pop("status", None)
+    return obj
+
+
+def slim_podgroup(obj: Obj) -> Obj:
+    """The PodGroups' transform: of the status only whether the gang failed (the one thing an Instance acts on). The
+    PodGroup controller rewrites the counts and phase as each pod is scheduled and runs."""
+    strip_server_fields(obj)
+    status = obj.get("status")
+    obj["status"] = {"phase": "Failed"} if isinstance(status, dict) and status.get("phase") == "Failed" else {}
     return obj
 
 
