@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from collections.abc import Callable
@@ -34,17 +33,20 @@ Lookup = Callable[[Resource, str | None, str], Obj | None]
 
 
 def intent_hash(obj: Obj) -> str:
-    body = copy.deepcopy(obj)
-    (body.get("metadata", {}).get("annotations") or {}).pop(ANN_APPLIED_HASH, None)
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations")
+    if annotations and ANN_APPLIED_HASH in annotations:
+        obj = {**obj, "metadata": {**meta, "annotations": {k: v for k, v in annotations.items()
+                                                           if k != ANN_APPLIED_HASH}}}
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
 def with_intent_hash(obj: Obj) -> Obj:
-    """The object with its intent hash in an annotation (what is applied)."""
-    out = copy.deepcopy(obj)
-    annotations = out.setdefault("metadata", {}).setdefault("annotations", {})
-    annotations[ANN_APPLIED_HASH] = intent_hash(obj)
-    return out
+    """The object with its intent hash in an annotation (what is applied). Only the top level, the metadata and the
+    annotations are new: the rest is shared with `obj` (and may be shared with cached objects), never changed."""
+    meta = dict(obj.get("metadata") or {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), ANN_APPLIED_HASH: intent_hash(obj)}
+    return {**obj, "metadata": meta}
 
 
 def contains(actual: Any, desired: Any) -> bool:
