@@ -896,9 +896,9 @@ class Bench:
         finally:
             await informer.stop()
         await asyncio.sleep(2)  # the last writes reach the audit log
-        reported, created = audit_repair_times(audit.entries(offset), {p: k for p, (k, _) in restarts_before.items()},
-                                               event_names)
-        from_kill = [created[k] - t for k, t in reported.items() if k in created]
+        timings = audit_repair_times(audit.entries(offset), {p: k for p, (k, _) in restarts_before.items()},
+                                     event_names)
+        from_kill = [t["created"] - t["reported"] for t in timings.values() if "created" in t and "reported" in t]
         triggered = [arrived[(k, "RestartTriggered")] - t for k, t in killed.items()
                      if (k, "RestartTriggered") in arrived]
         completed = [arrived[(k, "RestartCompleted")] - t for k, t in killed.items()
@@ -908,7 +908,8 @@ class Bench:
         self.figures["repair"] = {"instances": count, "kill_to_restart_triggered_s": _spread(from_kill),
                                   "request_to_restart_triggered_s": _spread(triggered),
                                   "restart_seen_to_triggered_s": _spread(reaction),
-                                  "request_to_ready_s": _spread(completed)}
+                                  "request_to_ready_s": _spread(completed),
+                                  "per_instance": per_instance(timings, arrived)}
         log(f"repair: RestartTriggered p50 {_spread(from_kill)['p50']}s p99 {_spread(from_kill)['p99']}s after the "
             f"OOM kill (audit log); p50 {_spread(triggered)['p50']}s p99 {_spread(triggered)['p99']}s after the fault "
             f"request; RestartCompleted p50 {_spread(completed)['p50']}s p99 {_spread(completed)['p99']}s")
@@ -1017,30 +1018,52 @@ class Bench:
             control_plane.down()
 
 def audit_repair_times(entries: Iterable[Obj], instance_of_pod: dict[str, str], event_names: dict[str, str]
-                       ) -> tuple[dict[str, float], dict[str, float]]:
-    """From audit entries (in the order the API server wrote them), per Instance: when the OOM kill was reported
-    (the first status write of its killed pod after the bench's fault request, by a client that is neither the
-    bench nor omenative: the simulated kubelet) and when omenative created its `RestartTriggered` event. Both in
-    seconds on the API server's clock (each write's `stageTimestamp`)."""
-    requested: set[str] = set()
-    reported: dict[str, float] = {}
-    created: dict[str, float] = {}
+                       ) -> dict[str, Obj]:
+    """From audit entries, per Instance, on the API server's clock (seconds): `requested`, the bench's fault request
+    (the annotation); `reported`, the OOM kill as the simulated kubelet reports it (its first status write of the
+    pod, by a client that is neither the bench nor omenative, received after the request was); `sent` and
+    `created`, when omenative's create of the `RestartTriggered` event was received and done. Entries are in the
+    order their responses completed, which under load need not be the order the requests came in: each is placed
+    by when it was received."""
+    requested: dict[str, float] = {}
+    status_writes: list[tuple[float, str]] = []
+    out: dict[str, Obj] = {}
+
+    def seconds(entry: Obj, stage: str) -> float:
+        return datetime.datetime.fromisoformat(str(entry[stage])).timestamp()
+
     for entry in entries:
         ref = entry.get("objectRef") or {}
         agent = str(entry.get("userAgent", ""))
         code = int((entry.get("responseStatus") or {}).get("code") or 0)
         if not 200 <= code < 300:
             continue
-        at = datetime.datetime.fromisoformat(str(entry["stageTimestamp"])).timestamp()
         name = str(ref.get("name", ""))
         if ref.get("resource") == "pods" and name in instance_of_pod:
             if not ref.get("subresource") and agent.startswith(CLIENT_AGENT):
-                requested.add(name)
-            elif ref.get("subresource") == "status" and name in requested and not agent.startswith("omenative"):
-                reported.setdefault(instance_of_pod[name], at)
+                requested.setdefault(name, seconds(entry, "requestReceivedTimestamp"))
+            elif ref.get("subresource") == "status" and not agent.startswith("omenative"):
+                status_writes.append((seconds(entry, "requestReceivedTimestamp"), name))
         elif ref.get("resource") == "events" and entry.get("verb") == "create" and name in event_names:
-            created.setdefault(event_names[name], at)
-    return reported, created
+            row = out.setdefault(event_names[name], {})
+            if "created" not in row:
+                row["sent"] = seconds(entry, "requestReceivedTimestamp")
+                row["created"] = seconds(entry, "stageTimestamp")
+    for pod, at in requested.items():
+        out.setdefault(instance_of_pod[pod], {})["requested"] = at
+    for received, pod in sorted(status_writes):
+        row = out.setdefault(instance_of_pod[pod], {})
+        if "requested" in row and received > row["requested"] and "reported" not in row:
+            row["reported"] = received
+    return out
+
+
+def per_instance(timings: dict[str, Obj], arrived: dict[tuple[str, str], float]) -> list[Obj]:
+    """Each repaired Instance's instants (API server clock, seconds after the first fault request), for reading an
+    outlier: requested, reported (the kill), sent and created (omenative's RestartTriggered)."""
+    start = min((t["requested"] for t in timings.values() if "requested" in t), default=0.0)
+    return [{"instance": key, **{k: round(v - start, 3) for k, v in sorted(t.items())}}
+            for key, t in sorted(timings.items())]
 
 
 def _spread(values: list[float]) -> Obj:

@@ -83,3 +83,36 @@ async def test_repeats_within_the_series_interval_cost_one_write_and_the_count_c
     finally:
         await recorder.stop()
     assert api.writes[-1] == ("patch", 5)  # stopping writes what was still counted in memory
+
+
+class Slow(Recorded):
+    """An API whose creates take until released, counting how many are under way at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.in_flight = self.most_in_flight = 0
+
+    async def create(self, resource: Any, body: dict[str, Any], namespace: str) -> dict[str, Any]:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        await self.release.wait()
+        self.in_flight -= 1
+        return await super().create(resource, body, namespace)
+
+
+async def test_events_are_written_side_by_side_and_a_repeat_meanwhile_is_counted_not_created() -> None:
+    api = Slow()
+    recorder = EventRecorder(cast(Any, api), clock=FakeClock())
+    recorder.start()
+    try:
+        for i in range(10):  # ten Instances restart at once
+            recorder.normal(subject(i), "RestartTriggered", f"instance={i}")
+        recorder.normal(subject(0), "RestartTriggered", "instance=0")  # a repeat while its create is under way
+        await settle()
+        assert api.most_in_flight == events.WRITERS
+        api.release.set()
+        await settle()
+    finally:
+        await recorder.stop()
+    assert sorted(api.writes) == [("create", 1)] * 10 + [("patch", 2)]

@@ -6,7 +6,9 @@ event series), repeats are counted in memory and written at most once per `SERIE
 repeats (every Instance of a component saying the same thing) costs the API server one write, not one per repeat, and
 the count catches up within the interval or when the recorder stops. A token bucket per object (burst 25, one more
 every 5 minutes, client-go's spam filter) drops a flood from one object. Recording never blocks a reconcile: events
-are queued and written by background tasks; a failed write is logged and dropped, since events are best effort.
+are queued and written by `WRITERS` background tasks (one write at a time made twenty restarts' events wait for each
+other behind a loaded API server), stamped with the time they were recorded; a failed write is logged and dropped,
+since events are best effort.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ SPAM_REFILL_SECONDS = 300.0
 MAX_BUCKETS = 10_000  # objects tracked by the spam filter before full buckets are forgotten
 SERIES_INTERVAL = 1800.0  # seconds between count updates of one Event (client-go's event series heartbeat)
 MAX_SERIES = 50_000  # Events remembered for counting before the oldest half is forgotten
+WRITERS = 4  # events written at once
 
 SeriesKey = tuple[str, str, str, str]  # involved uid, type, reason, message
 
@@ -45,6 +48,7 @@ class EventRecord:
     type: str
     reason: str
     message: str
+    at: str = attrs.field(factory=lambda: _now())  # when it was recorded
 
 
 @attrs.define
@@ -54,7 +58,7 @@ class Series:
     name: str
     written: int  # the count the API shows
     pending: int  # repeats counted since
-    last_write: float  # clock time of the last write
+    last_write: float  # clock time of the last write (of its create, while that is under way)
 
 
 def involved_reference(obj: Obj) -> Obj:
@@ -81,7 +85,7 @@ class EventRecorder:
         self._due: list[tuple[float, SeriesKey]] = []  # (when a series' pending count may be written, series)
         self._wake = asyncio.Event()
         self._buckets: dict[str, tuple[float, float]] = {}  # object uid -> (tokens, last refill)
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._flusher: asyncio.Task[None] | None = None
         self.recorded = 0
         self.dropped = 0
@@ -124,21 +128,21 @@ class EventRecorder:
                 del self._buckets[key]
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="event recorder")
+        if not self._tasks:
+            self._tasks = [asyncio.create_task(self._run(), name=f"event recorder {i}") for i in range(WRITERS)]
             self._flusher = asyncio.create_task(self._flush_loop(), name="event series")
 
     async def stop(self) -> None:
         """Writes what is queued and the counts not yet written, then stops."""
-        if self._task is None:
+        if not self._tasks:
             return
         await self._queue.join()
-        for task in (self._task, self._flusher):
+        for task in (*self._tasks, self._flusher):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        self._task = self._flusher = None
+        self._tasks, self._flusher = [], None
         for key in [key for key, series in self._written.items() if series.pending]:
             await self._write_count(key)
 
@@ -187,19 +191,25 @@ class EventRecorder:
     async def _create(self, key: SeriesKey, record: EventRecord) -> None:
         involved = record.involved
         namespace = involved.get("namespace") or "default"
-        now = _now()
         name = f"{involved['name']}.{uuid.uuid4().hex[:16]}"
         body = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": name, "namespace": namespace},
             "involvedObject": involved,
             "type": record.type, "reason": record.reason, "message": record.message,
-            "count": 1, "firstTimestamp": now, "lastTimestamp": now,
+            "count": 1, "firstTimestamp": record.at, "lastTimestamp": record.at,
             "source": {"component": self.component, "host": self.instance},
             "reportingComponent": self.component, "reportingInstance": self.instance,
         }
-        await self.client.create(EVENTS, body, namespace)
-        self._written[key] = Series(namespace, name, written=1, pending=0, last_write=self.clock.now())
+        # Known before the create returns: a repeat that another writer takes meanwhile is counted, not created.
+        series = self._written[key] = Series(namespace, name, written=0, pending=0, last_write=self.clock.now())
+        try:
+            await self.client.create(EVENTS, body, namespace)
+        except BaseException:
+            if self._written.get(key) is series:
+                del self._written[key]
+            raise
+        series.written += 1
         if len(self._written) > MAX_SERIES:  # keep memory bounded: forget the oldest half
             for stale in list(self._written)[: MAX_SERIES // 2]:
                 del self._written[stale]
