@@ -1106,10 +1106,12 @@ def plot(figures: Obj, out: Path) -> list[str]:
     except ImportError:
         log("matplotlib is not installed (pip install -e .[bench]): no plots")
         return []
-    written = []
+    written: list[str] = []
+    if not any(phase in figures for phase in ("floor-pods", "floor", "converge")):
+        return written  # a scale or memory run has no Ready-pods race to plot
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for phase, label in (("floor-pods", "floor: Services, PodGroups, pods"), ("floor", "raw-write floor"),
-                         ("converge", "omenative")):
+    for phase, label in (("floor-pods", "floor-pods: Services, PodGroups, pods only"),
+                         ("floor", "raw-write floor: every object omenative writes"), ("converge", "omenative")):
         if phase in figures:
             t, n = zip(*figures[phase]["ready_pods_over_time"], strict=True)
             ax.step(t, n, where="post", label=label)
