@@ -19,6 +19,9 @@ BRIDGE_NF=/proc/sys/net/bridge/bridge-nf-call-iptables
 # node's sockets live here instead. One node per machine, so one fixed folder.
 SOCKET_DIR=/run/omenative-node
 CONTAINERD_SOCK=$SOCKET_DIR/containerd.sock
+# Which cluster's real nodes these are (its state folder): a second cluster must not start nodes over them, nor
+# take them down with its own.
+OWNER_FILE=$SOCKET_DIR/owner
 CGROUP_ROOT=omenative          # every node's pod cgroups live under /omenative/node-K in each hierarchy
 CNI_BIN_DIR=/usr/lib/cni       # Debian's containernetworking-plugins
 GPU_RESOURCE=nvidia.com/gpu
@@ -117,10 +120,28 @@ _remove_new_nft_tables() {
   return 0
 }
 
+# The state folder of another cluster whose real nodes still run on this machine; fails when there is none.
+realnode_other_owner() {
+  local state=$1 owner pidfile
+  [[ -f "$OWNER_FILE" ]] || return 1
+  owner=$(cat "$OWNER_FILE")
+  [[ "$owner" != "$state" ]] || return 1
+  for pidfile in "$owner"/pids/*.pid; do
+    [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null && { echo "$owner"; return 0; }
+  done
+  return 1
+}
+
 # Stops everything the node started and removes what it put on the host. Safe to run twice, and after a crash.
 realnode_down() {
-  local state=$1 pidfile pid left i mnt ns
+  local state=$1 pidfile pid left i mnt ns other
   [[ -d "$state" ]] || return 0
+  # The bridge, the nodes' namespaces and the cgroups are the machine's, and another cluster's nodes hold them.
+  if other=$(realnode_other_owner "$state"); then
+    printf '[real-node] the real nodes on this machine belong to %s: left running\n' "$other" >&2
+    rm -rf "$state"
+    return 0
+  fi
   # kubelet first, so that nothing restarts what goes next; then the containers (by cgroup), then the rest.
   for pidfile in "$state"/pids/kubelet*.pid "$state"/pids/kube-proxy*.pid "$state"/pids/coredns.pid; do
     [[ -f "$pidfile" ]] && kill "$(cat "$pidfile")" 2>/dev/null || true

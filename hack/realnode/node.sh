@@ -306,7 +306,14 @@ up() {
     log "$count real node(s) running"
     return 0
   fi
-  # Whatever a crash left behind goes first: half-started nodes are started again from scratch.
+  local other owner
+  if other=$(realnode_other_owner "$state"); then
+    die "this machine already runs the real nodes of another cluster (state in $other), and it has room for one" \
+        "cluster's: stop that one first (hack/cluster.sh down, or hack/sandbox.sh down, with its name)"
+  fi
+  # Whatever a crash left behind goes first, another cluster's too: half-started nodes start again from scratch.
+  owner=$(cat "$OWNER_FILE" 2>/dev/null || true)
+  [[ -n "$owner" && "$owner" != "$state" && -d "$owner" ]] && realnode_down "$owner"
   [[ -d "$state" ]] && realnode_down "$state"
   ensure_packages
   mkdir -p "$state"
@@ -319,6 +326,7 @@ up() {
   mountpoint -q /run/netns || [[ -f "$state/run-netns.unmounted" ]] || touch "$state/run-netns.unmounted"
   echo "$count" > "$state/count"
   mkdir -p "$SOCKET_DIR"
+  echo "$state" > "$OWNER_FILE"
   bridge_up
   write_cluster_kubeconfig
   write_corefile
