@@ -14,6 +14,7 @@ import signal
 import socket
 import uuid
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 import attrs
@@ -211,6 +212,15 @@ class _OnDelete:
         self.func(obj)
 
 
+def _podgroup_gone(manager: Manager, obj: Obj) -> None:
+    """The Instance's delete of it is observed, and only this wakes the InferenceReplica: a teardown waits for its
+    PodGroups to be gone."""
+    instance = instance_key_of(obj)
+    if instance:
+        manager.expectations.deletion_observed(instance, obj["metadata"].get("uid", ""))
+    _add(manager.q_ir, replica_key_of(obj))
+
+
 class _SliceEvents:
     """EndpointSlice events wake the Instances of the pods a slice lists, before and after the change."""
 
@@ -314,8 +324,7 @@ class Manager:
 
         caches.add_handler(r.CONTROLLER_REVISIONS, FuncHandler(lambda o: _add(self.q_ir, replica_key_of(o))))
         caches.add_handler(r.PODGROUPS, ChangedOnly(FuncHandler(lambda o: _add(self.q_instance, instance_key_of(o)))))
-        # A teardown waits for its PodGroups to be gone: only that wakes the InferenceReplica.
-        caches.add_handler(r.PODGROUPS, _OnDelete(lambda o: _add(self.q_ir, replica_key_of(o))))
+        caches.add_handler(r.PODGROUPS, _OnDelete(partial(_podgroup_gone, self)))
 
         def runtime_changed(obj: Obj) -> None:
             isvcs = caches.store(r.INFERENCE_SERVICES)

@@ -11,7 +11,7 @@ import pytest
 
 from omenative.kube.cache import ChangedOnly, Store, same_content, slim_podgroup, without_status
 from omenative.kube.resources import PDBS, PODGROUPS
-from omenative.manager import Manager, Options, _SliceEvents
+from omenative.manager import Manager, Options, _OnDelete, _podgroup_gone, _SliceEvents
 
 pytestmark = pytest.mark.unit
 Obj = dict[str, Any]
@@ -119,3 +119,16 @@ def test_a_slice_change_wakes_the_instances_whose_routing_changed(name: str, old
     while len(manager.q_instance):
         queued.add(manager.q_instance.get_nowait())
     assert queued == woken, name
+
+
+def test_a_podgroup_delete_marks_the_instances_delete_observed_and_wakes_its_replica() -> None:
+    manager = Manager(Options())
+    handler = _OnDelete(lambda obj: _podgroup_gone(manager, obj))
+    group = {**podgroup("1", "Running", 2), "metadata": {**podgroup("1", "Running", 2)["metadata"], "labels": {
+        "ome.io/inferenceservice": "svc", "component": "engine", "ome.io/instance-index": "0"}}}
+    manager.expectations.expect_deletions("ns/svc-engine/0", ["g1"])
+    handler.on_update(group, {**group, "metadata": {**group["metadata"], "resourceVersion": "2"}})
+    assert not manager.expectations.satisfied("ns/svc-engine/0") and len(manager.q_ir) == 0
+    handler.on_delete(group)
+    assert manager.expectations.satisfied("ns/svc-engine/0")
+    assert manager.q_ir.get_nowait() == "ns/svc-engine"

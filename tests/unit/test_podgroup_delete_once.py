@@ -1,0 +1,99 @@
+"""A PodGroup is deleted once: the cache shows it until its delete event arrives, and a pass before that (the removal
+of the Instance's row wakes one) does not delete it again, which the API server would answer with 404: a wasted
+request. A delete that failed is retried; one that found it gone counts as observed at once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+
+from omenative.controllers.instance.controller import InstanceController
+from omenative.controllers.instance.plan import InstanceActions
+from omenative.kube.expectations import Expectations
+
+pytestmark = pytest.mark.unit
+Obj = dict[str, Any]
+
+KEY = "ns/svc-engine/0"
+IR: Obj = {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+           "metadata": {"name": "svc-engine", "namespace": "ns", "uid": "ir-1"},
+           "spec": {"component": "engine", "parentRef": {"name": "svc"}}}
+
+
+def podgroup(uid: str) -> Obj:
+    return {"metadata": {"name": "svc-engine-0", "namespace": "ns", "uid": uid,
+                         "ownerReferences": [{"uid": "ir-1"}]}}
+
+
+@attrs.define
+class _Applier:
+    """Records deletes; `fail` makes the next one raise, `gone` answers as a 404 does (nothing changed)."""
+    deleted: list[str] = attrs.field(factory=list)
+    fail: bool = False
+    gone: bool = False
+
+    async def delete(self, resource: Any, obj: Obj, **_: Any) -> bool:
+        if self.fail:
+            self.fail = False
+            raise TimeoutError("request timed out")
+        self.deleted.append(obj["metadata"]["uid"])
+        return not self.gone
+
+
+@attrs.define
+class _Caches:
+    def has(self, resource: Any) -> bool:
+        return True
+
+
+@attrs.define
+class _Context:
+    """What the deletes read: a PodGroup cache that lags behind the writes (it holds `cached` until told)."""
+    applier: _Applier = attrs.field(factory=_Applier)
+    expectations: Expectations = attrs.field(factory=Expectations)
+    caches: _Caches = attrs.field(factory=_Caches)
+    cached: Obj | None = None
+
+    def get(self, resource: Any, namespace: str | None, name: str) -> Obj | None:
+        return self.cached if name == "svc-engine-0" else None
+
+    def by_index(self, resource: Any, index: str, value: str) -> list[Obj]:
+        return []  # no pods left
+
+
+async def test_a_leftover_podgroup_is_deleted_once_while_the_cache_still_shows_it() -> None:
+    ctx = _Context(cached=podgroup("g1"))
+    controller = InstanceController(ctx)  # type: ignore[arg-type]
+    await controller.delete_leftover_podgroup(KEY, IR)
+    await controller.delete_leftover_podgroup(KEY, IR)  # its delete event has not arrived
+    assert ctx.applier.deleted == ["g1"]
+    assert not ctx.expectations.satisfied(KEY)
+
+    ctx.expectations.deletion_observed(KEY, "g1")  # the event arrives (the manager's PodGroup handler)
+    ctx.cached = podgroup("g2")  # a new Instance's PodGroup under the same name, later left over too
+    await controller.delete_leftover_podgroup(KEY, IR)
+    assert ctx.applier.deleted == ["g1", "g2"]
+
+
+async def test_the_deleting_instances_podgroup_is_deleted_once_and_a_failed_delete_is_retried() -> None:
+    ctx = _Context(cached=podgroup("g1"))
+    controller = InstanceController(ctx)  # type: ignore[arg-type]
+    actions = InstanceActions(delete_podgroup=podgroup("g1"))
+    ctx.applier.fail = True
+    with pytest.raises(TimeoutError):
+        await controller.execute(KEY, IR, actions)
+    assert ctx.expectations.satisfied(KEY)  # no event will come for a refused request: nothing to wait for
+    await controller.execute(KEY, IR, actions)
+    await controller.execute(KEY, IR, actions)
+    await controller.delete_leftover_podgroup(KEY, IR)  # the row went before the event came
+    assert ctx.applier.deleted == ["g1"]
+
+
+async def test_a_podgroup_already_gone_counts_as_observed_at_once() -> None:
+    ctx = _Context(cached=podgroup("g1"))
+    ctx.applier.gone = True
+    controller = InstanceController(ctx)  # type: ignore[arg-type]
+    await controller.delete_leftover_podgroup(KEY, IR)
+    assert ctx.applier.deleted == ["g1"] and ctx.expectations.satisfied(KEY)
