@@ -120,12 +120,13 @@ _remove_new_nft_tables() {
   return 0
 }
 
+# The state folder of the cluster whose real nodes these are, alive or not; fails when there is none.
+realnode_owner() { cat "$OWNER_FILE" 2>/dev/null; }
+
 # The state folder of another cluster whose real nodes still run on this machine; fails when there is none.
 realnode_other_owner() {
   local state=$1 owner pidfile
-  [[ -f "$OWNER_FILE" ]] || return 1
-  owner=$(cat "$OWNER_FILE")
-  [[ "$owner" != "$state" ]] || return 1
+  owner=$(realnode_owner) && [[ "$owner" != "$state" ]] || return 1
   for pidfile in "$owner"/pids/*.pid; do
     [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null && { echo "$owner"; return 0; }
   done

@@ -312,7 +312,7 @@ up() {
         "cluster's: stop that one first (hack/cluster.sh down, or hack/sandbox.sh down, with its name)"
   fi
   # Whatever a crash left behind goes first, another cluster's too: half-started nodes start again from scratch.
-  owner=$(cat "$OWNER_FILE" 2>/dev/null || true)
+  owner=$(realnode_owner || true)
   [[ -n "$owner" && "$owner" != "$state" && -d "$owner" ]] && realnode_down "$owner"
   [[ -d "$state" ]] && realnode_down "$state"
   ensure_packages

@@ -22,7 +22,14 @@ from omenative.controllers.instance import plan as planner
 from omenative.kube.controller import Result
 from omenative.kube.expectations import expected
 from omenative.kube.gather import gather_all
-from omenative.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS, PODS
+from omenative.kube.resources import (
+    CONTROLLER_REVISIONS,
+    INFERENCE_REPLICAS,
+    INFERENCE_SERVICES,
+    PODGROUPS,
+    PODS,
+    Resource,
+)
 from omenative.observe.pods import format_time, parse_time
 from omenative.render import objects
 from omenative.render.pods import InstanceRef, pod_count
@@ -119,17 +126,17 @@ class InstanceController:
         podgroup = ctx.get(PODGROUPS, namespace, naming.podgroup_name(isvc, spec.get("component") or c.ENGINE, index))
         if podgroup is not None and not podgroup["metadata"].get("deletionTimestamp") and \
                 planner.owned_by(podgroup, ir["metadata"]["uid"]):
-            await self.delete_podgroup(key, podgroup)
+            await self.delete_expected(key, PODGROUPS, [podgroup])
 
-    async def delete_podgroup(self, key: str, podgroup: Obj) -> None:
-        """Deletes it once: the cache shows it until its delete event arrives, and a pass before that (the row's
-        removal wakes one) would delete it again, a 404 and a wasted request."""
+    async def delete_expected(self, key: str, resource: Resource, objs: list[Obj]) -> None:
+        """Deletes each once: the cache shows an object until its delete event arrives, and a pass before that (a
+        PodGroup's leftover pass runs whatever the expectations) would delete it again, a 404 and a wasted request."""
         ctx = self.ctx
-        uid = podgroup["metadata"].get("uid", "")
-        if uid in ctx.expectations.pending(key)[1]:
-            return
-        ctx.expectations.expect_deletions(key, [uid])
-        await expected(ctx.applier.delete(PODGROUPS, podgroup), partial(ctx.expectations.deletion_observed, key, uid))
+        pending = ctx.expectations.pending(key)[1]
+        wanted = {uid: obj for obj in objs if (uid := obj["metadata"].get("uid", "")) not in pending}
+        ctx.expectations.expect_deletions(key, list(wanted))
+        await gather_all([expected(ctx.applier.delete(resource, obj), partial(
+            ctx.expectations.deletion_observed, key, uid)) for uid, obj in wanted.items()])
 
     async def execute(self, key: str, ir: Obj, actions: planner.InstanceActions) -> None:
         ctx = self.ctx
@@ -141,15 +148,13 @@ class InstanceController:
         for pod in actions.force_delete_pods:
             await ctx.applier.delete(PODS, pod, grace_period_seconds=0)
         if actions.delete_podgroup is not None:
-            await self.delete_podgroup(key, actions.delete_podgroup)
+            await self.delete_expected(key, PODGROUPS, [actions.delete_podgroup])
         if actions.apply_podgroup is not None:
             await ctx.applier.apply(PODGROUPS, actions.apply_podgroup)
         await gather_all([self.set_gate(pod, value, reason) for pod, value, reason in actions.gates])
         # A gang's pods are created (or deleted) together: they are scheduled together anyway.
         if actions.delete_pods:
-            ctx.expectations.expect_deletions(key, [p["metadata"]["uid"] for p in actions.delete_pods])
-            await gather_all([expected(ctx.applier.delete(PODS, pod), partial(
-                ctx.expectations.deletion_observed, key, pod["metadata"]["uid"])) for pod in actions.delete_pods])
+            await self.delete_expected(key, PODS, list(actions.delete_pods))
         if actions.create_pods:
             ctx.expectations.expect_creations(key, [p["metadata"]["name"] for p in actions.create_pods])
             await gather_all([expected(ctx.applier.create(PODS, pod), partial(
