@@ -352,8 +352,12 @@ async def test_a_child_write_the_api_refuses_shows_on_the_inferenceservice(
         reason = await kubectl("get", "inferenceservice", "quota", "-n", namespace, "-o",
                                'jsonpath={.status.conditions[?(@.type=="Reconciled")].reason}')
         assert reason.stdout == "ComponentReconcileError"
-        events = await control_plane.event_messages(namespace, "ComponentReconcileError")
-        assert events and "exceeded quota" in events[0]
+        # The refused child of the engine is named once on the engine's InferenceReplica, in the API's words.
+        events = await control_plane.event_messages(namespace, "FailedCreate")
+        assert len(events) == 1 and "exceeded quota: one-service" in events[0], events
+        involved = await kubectl("get", "events", "-n", namespace, "--field-selector", "reason=FailedCreate", "-o",
+                                 "jsonpath={.items[0].involvedObject.kind}/{.items[0].involvedObject.name}")
+        assert involved.stdout == "InferenceReplica/quota-engine"
 
         await kubectl("delete", "quota", "one-service", "-n", namespace)
 

@@ -83,10 +83,10 @@ async def test_the_deleting_instances_podgroup_is_deleted_once_and_a_failed_dele
     actions = InstanceActions(delete_podgroup=podgroup("g1"))
     ctx.applier.fail = True
     with pytest.raises(TimeoutError):
-        await controller.execute(KEY, IR, actions)
+        await controller.execute(KEY, IR, actions, 1)
     assert ctx.expectations.satisfied(KEY)  # no event will come for a refused request: nothing to wait for
-    await controller.execute(KEY, IR, actions)
-    await controller.execute(KEY, IR, actions)
+    await controller.execute(KEY, IR, actions, 1)
+    await controller.execute(KEY, IR, actions, 1)
     await controller.delete_leftover_podgroup(KEY, IR)  # the row went before the event came
     assert ctx.applier.deleted == ["g1"]
 

@@ -605,7 +605,10 @@ class InstanceOperation(Model):
     retry_count: int | None = field("retryCount", "Attempts made before this one.", minimum=0)
     deadline: str | None = field("deadline", "When it fails if not done; absent when no timeout is configured.")
     reason: str | None = field("reason", "Why it started.")
-    waiting: str | None = field("waiting", "What holds it (Unschedulable, ...).")
+    waiting: str | None = field("waiting", "What outside the Instance holds it, with its readiness clock stopped: "
+                                "QuotaExceeded, Unschedulable, PodGroupTerminating, Paused, ...")
+    capacity_refused_at: str | None = field("capacityRefusedAt", "When the API server last refused one of its pods "
+                                            "for lack of quota.")
     target_revision: str | None = field("targetRevision", "Revision the operation moves to.")
     surge_index: int | None = field("surgeIndex", "Index of the Instance that replaces this one (SurgeThenDrain).")
     strategy: str | None = field("strategy", "Update strategy the operation runs under, pinned when it starts.")

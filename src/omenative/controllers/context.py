@@ -16,6 +16,7 @@ from omenative.api.config import ControllerConfig
 from omenative.api.instance_status import decode_rows
 from omenative.api.types import InstanceStatus, ServingRuntimeSpec
 from omenative.api.units import optional_duration
+from omenative.controllers.refusals import Refusals
 from omenative.kube.apply import Applier
 from omenative.kube.client import KubeClient
 from omenative.kube.events import EventRecorder
@@ -178,6 +179,7 @@ class Context:
     rows: DecodedRows = attrs.field(factory=DecodedRows)
     runtime_specs: ParsedRuntimes = attrs.field(factory=ParsedRuntimes)
     revisions: CurrentRevisions = attrs.field(factory=CurrentRevisions)
+    refusals: Refusals = attrs.field(factory=Refusals)  # refused creates, from the Instance controller to the rows
     wall_clock: Callable[[], float] = time.time
 
     def get(self, resource: Resource, namespace: str | None, name: str) -> Obj | None:

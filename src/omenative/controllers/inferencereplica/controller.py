@@ -64,6 +64,7 @@ class InferenceReplicaController:
         ir = ctx.get(INFERENCE_REPLICAS, namespace, name)
         if ir is None:
             ctx.written.forget(key)
+            ctx.refusals.forget_replica(key)
             return None  # its pods go with it (owner references)
         meta = ir["metadata"]
         if not ctx.written.caught_up(key, meta.get("resourceVersion")):
@@ -217,7 +218,20 @@ class InferenceReplicaController:
             pacing_budget=pacing.get("maxUnavailable"),
             paused=paused,
             freeze=paused and spec.get("pauseMode") == "Freeze",
+            refusals=ctx.refusals.of_replica(f"{meta['namespace']}/{meta['name']}"),
+            podgroups_terminating=self.podgroups_terminating(f"{meta['namespace']}/{meta['name']}"),
         )
+
+    def podgroups_terminating(self, key: str) -> frozenset[int]:
+        """Instances whose PodGroup is being deleted (an earlier attempt's): their pods wait for it to go."""
+        if not self.ctx.caches.has(PODGROUPS):
+            return frozenset()
+        out = set()
+        for podgroup in self.ctx.by_index(PODGROUPS, BY_REPLICA, key):
+            index = (podgroup["metadata"].get("labels") or {}).get(c.LABEL_INSTANCE_INDEX)
+            if podgroup["metadata"].get("deletionTimestamp") and index is not None and index.isdigit():
+                out.add(int(index))
+        return frozenset(out)
 
     async def _consume(self, ir: Obj, annotation: str) -> None:
         """Removes an answered request, unless it was replaced meanwhile (kubectl annotate --overwrite)."""

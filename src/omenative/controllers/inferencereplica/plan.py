@@ -22,6 +22,7 @@ The Instance controller then makes each Instance's pods match its row.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import attrs
 
@@ -42,6 +43,7 @@ from omenative.api.units import format_duration, optional_duration, resolve_int_
 from omenative.controllers.inferencereplica import migration, requests
 from omenative.controllers.inferencereplica.retry import HELD, RetryBlocks, RetryPolicy, counts
 from omenative.observe.pods import PodFacts, format_time, parse_time
+from omenative.observe.refusals import FORBIDDEN, QUOTA_EXCEEDED, Refusal
 
 CREATING, READY, RESTARTING, PENDING, FAILED, DELETING, UPDATING = (
     "Creating", "Ready", "Restarting", "Pending", "Failed", "Deleting", "Updating")
@@ -49,6 +51,8 @@ MIGRATING = migration.MIGRATING
 RETRY_MAX_SECONDS = 600.0
 UNSCHEDULABLE = "Unschedulable"  # an operation's `waiting`: the scheduler cannot place a pod (the clock stops)
 PAUSED = "Paused"  # an operation's `waiting`: the InferenceService's rollout is paused (the clock stops)
+PODGROUP_TERMINATING = "PodGroupTerminating"  # `waiting`: the PodGroup of an earlier attempt is still going
+REFUSED_WAITS = (QUOTA_EXCEEDED, FORBIDDEN)  # `waiting`: the API server refuses the pods, until it no longer does
 ALL_POD_READY = "AllPodReady"
 
 
@@ -98,6 +102,10 @@ class ReplicaView:
     migrations: list[MigrationStatus] = attrs.field(factory=list)
     migration_mode: str = "Auto"
     migration_caps: migration.Caps = attrs.field(factory=migration.Caps)
+    # Creates the API server refused, by Instance index (as the Instance controller last saw them), and the
+    # Instances whose PodGroup from an earlier attempt is still being deleted.
+    refusals: Mapping[int, Refusal] = attrs.field(factory=dict)
+    podgroups_terminating: frozenset[int] = frozenset()
 
     def revision_name(self, revision: str | None) -> str:
         return f"{self.revision_prefix}{revision or ''}"
@@ -284,11 +292,22 @@ class _Planner:
             return None
         return attrs.evolve(row, operation=attrs.evolve(op, waiting=waiting, deadline=None))
 
+    def wait_refused(self, row: InstanceStatus, op: InstanceOperation, waiting: str,
+                     refused_at: str) -> InstanceStatus | None:
+        """The API server refuses the operation's pods for a cause that clears by itself: the clock stops, and the
+        row records when the last refusal came (None when it already says so)."""
+        capacity = refused_at if waiting == QUOTA_EXCEEDED else op.capacity_refused_at
+        if op.waiting == waiting and op.deadline is None and op.capacity_refused_at == capacity:
+            return None
+        return attrs.evolve(row, operation=attrs.evolve(op, waiting=waiting, deadline=None,
+                                                        capacity_refused_at=capacity))
+
     def restart_clock(self, row: InstanceStatus, op: InstanceOperation) -> InstanceStatus:
         """The wait is over: the operation gets a full readiness window again."""
         timeout = self.view.ready_timeout
         return attrs.evolve(row, operation=attrs.evolve(
-            op, waiting=None, deadline=format_time(self.view.now + timeout) if timeout else None))
+            op, waiting=None, capacity_refused_at=None,
+            deadline=format_time(self.view.now + timeout) if timeout else None))
 
     def check_failure(self, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus | None:
         """Fails an Instance that is being created, restarted or updated when it cannot finish. While the scheduler
@@ -301,6 +320,21 @@ class _Planner:
         if self.view.paused and op is not None:
             return self.stop_clock(row, op, PAUSED)  # a pause stops the readiness deadline too
         if op is not None and op.waiting == PAUSED:
+            return self.restart_clock(row, op)
+        refusal = self.view.refusals.get(row.index or 0)
+        if refusal is not None and refusal.incarnation == (row.incarnation or 1):
+            if refusal.lasting:  # only a new revision (or the namespace's return) helps: fail now, not at the deadline
+                message = refusal.summary()
+                return self.fail(row, _failure(None, None, refusal.cause, None, message, now), message)
+            if op is not None:
+                # When the refusals began, not the latest one: a quota that stays full must not rewrite the status
+                # at every retry.
+                return self.wait_refused(row, op, refusal.cause, format_time(refusal.since))
+        elif op is not None and op.waiting in REFUSED_WAITS:
+            return self.restart_clock(row, op)  # the pods are accepted again: a full window from now
+        if op is not None and (row.index or 0) in self.view.podgroups_terminating:
+            return self.stop_clock(row, op, PODGROUP_TERMINATING)
+        if op is not None and op.waiting == PODGROUP_TERMINATING:
             return self.restart_clock(row, op)
         stuck = self.wedged(facts)
         if stuck is not None:
@@ -747,6 +781,15 @@ def _conditions(view: ReplicaView, rows: list[InstanceStatus], counts_: Counts,
                              message="migration requests wait in Accepted until the controller's migration caps "
                                      "(audit.maxMigrationsPerWindow, audit.window, audit.maxInFlightMigrations) are "
                                      "set", last_transition_time=now))
+    refused = sorted((index, r) for index, r in view.refusals.items()
+                     if any(row.index == index and (row.incarnation or 1) == r.incarnation and row.phase != DELETING
+                            for row in rows))
+    if refused:
+        # As the ReplicaSet controller's ReplicaFailure: present while the API server refuses creates, with its words.
+        index, first = refused[0]
+        more = f" (and Instance(s) {', '.join(str(i) for i, _ in refused[1:])})" if len(refused) > 1 else ""
+        out.append(Condition(type="ReplicaFailure", status="True", reason=first.cause,
+                             message=f"Instance {index}: {first.summary()}{more}"[:1024], last_transition_time=now))
     if view.ready_timeout is None:
         out.append(Condition(type="InstanceReadyTimeoutUnconfigured", status="True",
                              reason="InstanceReadyTimeoutUnconfigured",

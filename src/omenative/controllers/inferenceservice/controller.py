@@ -204,14 +204,34 @@ class InferenceServiceController:
             for annotation in outcome.consume:  # answered in the status just written
                 await self.consume(isvc, annotation)
         if refused:
-            kind, child, message = refused[0]
-            ctx.events.event(isvc, "Warning", "ComponentReconcileError",
-                             f"the API server refused {kind} {child}: {message}")
+            self.announce_refused(isvc, plan, refused)
             # Nothing watched tells when a quota is raised or a webhook changes its mind: look again, bounded.
             return Result(requeue_after=REFUSED_RETRY_SECONDS)
+        if not problems:
+            ctx.refusals.children_written(key)
         if outcome is not None and outcome.wake_in is not None:
             return Result(requeue_after=outcome.wake_in + 0.5)  # a soak or a timed canary gate ends
         return None
+
+    def announce_refused(self, isvc: Obj, plan: desired.Plan, refused: list[tuple[str, str, str]]) -> None:
+        """Each distinct refusal once, in the API server's words: a refused InferenceReplica as OME's
+        ComponentReconcileError on the InferenceService; a refused child of a component (Service, autoscaler,
+        disruption budget, RBAC, PodMonitor) as FailedCreate on that component's InferenceReplica, as the ReplicaSet
+        controller reports a refused pod."""
+        ctx = self.ctx
+        key = f"{isvc['metadata']['namespace']}/{isvc['metadata']['name']}"
+        for kind, child, message in refused:
+            if not ctx.refusals.announce_child(key, kind, message):
+                continue
+            part = next((p for p in plan.components if any(
+                (x.get("metadata") or {}).get("name") == child and x.get("kind") == kind for x in p.children)), None)
+            replica = ctx.get(INFERENCE_REPLICAS, part.replica["metadata"]["namespace"],
+                              part.replica["metadata"]["name"]) if part is not None else None
+            if kind == "InferenceReplica" or replica is None:
+                ctx.events.event(isvc, "Warning", "ComponentReconcileError",
+                                 f"the API server refused {kind} {child}: {message}")
+            else:
+                ctx.events.event(replica, "Warning", "FailedCreate", f"Error writing {kind} {child}: {message}")
 
     # -- rollout
     async def plan_rollout(self, isvc: Obj, plan: desired.Plan) -> rollout.Outcome | None:

@@ -18,7 +18,9 @@ from omenative.api.defaults import gang_schedule_timeout, ready_timeout
 from omenative.api.types import MigrationStatus
 from omenative.controllers.context import BY_INSTANCE, Context
 from omenative.controllers.inferencereplica import migration
+from omenative.controllers.inferencereplica.plan import CREATING, RESTARTING, UPDATING
 from omenative.controllers.instance import plan as planner
+from omenative.kube.client import ApiError
 from omenative.kube.controller import Result
 from omenative.kube.expectations import expected
 from omenative.kube.gather import gather_all
@@ -31,11 +33,17 @@ from omenative.kube.resources import (
     Resource,
 )
 from omenative.observe.pods import format_time, parse_time
+from omenative.observe.refusals import LASTING, Refusal, classify
 from omenative.render import objects
 from omenative.render.pods import InstanceRef, pod_count
 
 log = structlog.get_logger(__name__)
 Obj = dict[str, Any]
+CREATING_PHASES = (CREATING, RESTARTING, UPDATING)
+# A create refused for a cause that clears by itself (quota) is tried again after this long at first, then after
+# half the time the refusal has stood, up to the maximum: a quota freed a minute later is noticed within seconds,
+# one that stays full costs one refused request per Instance every half minute.
+REFUSED_RETRY_MIN, REFUSED_RETRY_MAX = 2.0, 30.0
 
 
 def scheduler_name(runners: list[Obj]) -> str:
@@ -74,6 +82,7 @@ class InstanceController:
         if row is None:
             # Pods without a row are adopted by the InferenceReplica controller, never deleted here; a PodGroup left
             # by an Instance that is gone (no row, no pod) is deleted.
+            ctx.refusals.clear(key)
             await self.delete_leftover_podgroup(key, ir)
             return None
         if not ctx.expectations.satisfied(key):
@@ -96,12 +105,17 @@ class InstanceController:
         if gang and not ctx.podgroups_cached():
             return Result(requeue_after=1.0)  # the PodGroup cache is starting: pods wait for their PodGroup
         intent = None
+        gang_timeout = gang_schedule_timeout(ready_timeout(spec.get("lifecycle") or {}, ctx.config), ctx.config)
         if gang and runners is not None:
-            timeout = ready_timeout(spec.get("lifecycle") or {}, ctx.config)
             intent = objects.pod_group(
                 isvc=isvc, namespace=namespace, component=component, index=index, owner=owner,
-                min_member=pod_count(runners), schedule_timeout=gang_schedule_timeout(timeout, ctx.config),
+                min_member=pod_count(runners), schedule_timeout=gang_timeout,
                 topology_key=spec.get("topologyKey"))
+        refusal = ctx.refusals.of(key)
+        if refusal is not None and (row.phase not in CREATING_PHASES or refusal.incarnation != ref.incarnation):
+            # The attempt it refused is over (failed, replaced, removed): it says nothing about this one.
+            await self.refusal_cleared(key, ir)
+            refusal = None
         pods = ctx.by_index(PODS, BY_INSTANCE, key)
         view = planner.InstanceView(
             ref=ref, phase=row.phase or "", runners=runners, pods=pods,
@@ -111,10 +125,17 @@ class InstanceController:
             routed=ctx.routed_pods(namespace, isvc, {p["metadata"]["name"] for p in pods}),
             drain_deadline=parse_time(row.operation.deadline) if row.operation else None,
             now=ctx.wall_clock(), force_delete=ctx.force_delete(),
-            nodes=ctx.node_health({n for p in pods if (n := (p.get("spec") or {}).get("nodeName"))}))
+            nodes=ctx.node_health({n for p in pods if (n := (p.get("spec") or {}).get("nodeName"))}),
+            refused_since=refusal.since if refusal is not None and not refusal.lasting else None,
+            gang_timeout=float(gang_timeout) if multi and gang_timeout else None)
         actions = planner.plan(view)
-        await self.execute(key, ir, actions)
-        return Result(requeue_after=actions.wake_in + 0.5) if actions.wake_in is not None else None
+        if actions.release_gang:
+            await self.refusal_cleared(key, ir)  # the next attempt starts the gang's wait over
+        refused = await self.execute(key, ir, actions, ref.incarnation)
+        wakes = [actions.wake_in + 0.5] if actions.wake_in is not None else []
+        if refused is not None and not refused.lasting:
+            wakes.append(min(max(REFUSED_RETRY_MIN, (refused.at - refused.since) / 2), REFUSED_RETRY_MAX))
+        return Result(requeue_after=min(wakes)) if wakes else None
 
     async def delete_leftover_podgroup(self, key: str, ir: Obj) -> None:
         ctx = self.ctx
@@ -138,8 +159,46 @@ class InstanceController:
         await gather_all([expected(ctx.applier.delete(resource, obj), partial(
             ctx.expectations.deletion_observed, key, uid)) for uid, obj in wanted.items()])
 
-    async def execute(self, key: str, ir: Obj, actions: planner.InstanceActions) -> None:
+    async def refusal_cleared(self, key: str, ir: Obj) -> None:
+        """The Instance's writes go through again: its replica is told, so its row stops waiting."""
+        if self.ctx.refusals.clear(key):
+            self.ctx.queues["inferencereplica"].add(f"{ir['metadata']['namespace']}/{ir['metadata']['name']}")
+
+    def refused(self, key: str, ir: Obj, obj: Obj, exc: ApiError, cause: str, incarnation: int) -> Refusal:
+        """Records a refused create: the replica's row names it within one pass (the replica is woken), and each
+        distinct cause is announced once as a FailedCreate event on the replica, in the API server's own words, as
+        the ReplicaSet controller does."""
         ctx = self.ctx
+        now = ctx.wall_clock()
+        refusal = ctx.refusals.record(key, Refusal(
+            cause=cause, verb="create", kind=str(obj.get("kind") or "Pod"), name=obj["metadata"]["name"],
+            message=exc.message, at=now, since=now, incarnation=incarnation))
+        if ctx.refusals.announce(key, refusal):
+            ctx.events.event(ir, "Warning", "FailedCreate", f"Error creating: {exc.message}")
+        log.info("create refused", instance=key, cause=cause, kind=refusal.kind, name=refusal.name,
+                 message=exc.message)
+        ctx.queues["inferencereplica"].add(f"{ir['metadata']['namespace']}/{ir['metadata']['name']}")
+        return refusal
+
+    async def execute(self, key: str, ir: Obj, actions: planner.InstanceActions,
+                      incarnation: int) -> Refusal | None:
+        """Carries the actions out; returns the refusal of a create the API server would not make, if any."""
+        ctx = self.ctx
+        refusals: list[tuple[Obj, ApiError, str]] = []
+
+        async def create(resource: Resource, obj: Obj) -> bool:
+            try:
+                if resource is PODGROUPS:
+                    await ctx.applier.apply(PODGROUPS, obj)
+                    return True
+                return await ctx.applier.create(resource, obj)
+            except ApiError as exc:
+                cause = classify(exc.status, exc.reason, exc.message)
+                if cause is None:
+                    raise  # not a refusal (throttled, unavailable): the queue's backoff retries it
+                refusals.append(({"kind": resource.kind, **obj}, exc, cause))
+                return False  # nothing was made: no event will come for it
+
         namespace = ir["metadata"]["namespace"]
         parent = ctx.get(INFERENCE_SERVICES, namespace, (ir.get("spec") or {}).get("parentRef", {}).get("name", "")) \
             or ir
@@ -150,15 +209,22 @@ class InstanceController:
         if actions.delete_podgroup is not None:
             await self.delete_expected(key, PODGROUPS, [actions.delete_podgroup])
         if actions.apply_podgroup is not None:
-            await ctx.applier.apply(PODGROUPS, actions.apply_podgroup)
+            await create(PODGROUPS, actions.apply_podgroup)
         await gather_all([self.set_gate(pod, value, reason) for pod, value, reason in actions.gates])
         # A gang's pods are created (or deleted) together: they are scheduled together anyway.
         if actions.delete_pods:
             await self.delete_expected(key, PODS, list(actions.delete_pods))
         if actions.create_pods:
             ctx.expectations.expect_creations(key, [p["metadata"]["name"] for p in actions.create_pods])
-            await gather_all([expected(ctx.applier.create(PODS, pod), partial(
+            await gather_all([expected(create(PODS, pod), partial(
                 ctx.expectations.creation_observed, key, pod["metadata"]["name"])) for pod in actions.create_pods])
+        if refusals:
+            # A lasting cause wins: it fails the Instance, where a quota only holds it.
+            obj, exc, cause = min(refusals, key=lambda r: r[2] not in LASTING)
+            return self.refused(key, ir, obj, exc, cause, incarnation)
+        if actions.create_pods or actions.apply_podgroup is not None:
+            await self.refusal_cleared(key, ir)
+        return None
 
     async def set_gate(self, pod: Obj, value: bool, reason: str) -> None:
         meta = pod["metadata"]

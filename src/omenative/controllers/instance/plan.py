@@ -55,6 +55,10 @@ class InstanceView:
     # the pods' nodes (a node missing from the map is gone).
     force_delete: tuple[float, float] | None = None
     nodes: Mapping[str, NodeHealth] = attrs.field(factory=dict)
+    # A create of this attempt has been refused since then for a cause that clears by itself (a full quota), and
+    # how long OME lets a gang wait unscheduled (its PodGroup's scheduleTimeoutSeconds; None: as long as it takes).
+    refused_since: float | None = None
+    gang_timeout: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -67,6 +71,7 @@ class InstanceActions:
     events: tuple[Event, ...] = ()
     wake_in: float | None = None  # a drain waits for its Services, at most until its deadline
     force_delete_pods: tuple[Obj, ...] = ()  # stuck pods on dead nodes, deleted with no grace
+    release_gang: bool = False  # the created members of a partly refused gang are deleted (their GPUs freed)
 
     @property
     def empty(self) -> bool:
@@ -182,7 +187,15 @@ def plan(view: InstanceView) -> InstanceActions:
         else:
             apply_podgroup = view.podgroup_intent  # keep it current (a no-op when it already is)
 
-    if view.phase in (CREATING, RESTARTING, UPDATING) and view.runners is not None:
+    release = released_gang(view, current)
+    if release:
+        refused_for = format_duration(view.now - (view.refused_since or view.now))
+        events.append(Event(type="Warning", reason="GangReleased", message=(
+            f"{prefix} released {len(release)} created pod(s) ({', '.join(sorted(f.name for _, f in release))}): "
+            f"the API server has refused the rest of the gang for {refused_for}, longer than a gang may wait "
+            "unscheduled; the whole gang is created again")))
+        deletes += [pod for pod, _ in release]
+    elif view.phase in (CREATING, RESTARTING, UPDATING) and view.runners is not None:
         by_name = {f.name: (pod, f) for pod, f in facts}
         for slot in slots(view.runners):
             name = slot.name(ref)
@@ -206,4 +219,17 @@ def plan(view: InstanceView) -> InstanceActions:
 
     return InstanceActions(apply_podgroup=apply_podgroup, delete_podgroup=delete_podgroup, create_pods=tuple(creates),
                            delete_pods=tuple(deletes), gates=tuple(gates), events=tuple(events), wake_in=wake_in,
-                           force_delete_pods=tuple(forced))
+                           force_delete_pods=tuple(forced), release_gang=bool(release))
+
+
+def released_gang(view: InstanceView, current: list[tuple[Obj, PodFacts]]) -> list[tuple[Obj, PodFacts]]:
+    """The created members of a gang the API server keeps refusing in part (a quota with room for some of its pods),
+    once the refusal has outlasted the wait OME allows an unscheduled gang: they hold nodes (and GPUs) for an
+    Instance that cannot start. None of them may serve; the next attempt creates the whole gang again."""
+    if view.refused_since is None or view.gang_timeout is None or view.runners is None or \
+            view.phase not in (CREATING, RESTARTING, UPDATING) or view.now - view.refused_since < view.gang_timeout:
+        return []
+    wanted = pod_count(view.runners)
+    if wanted < 2 or len(current) >= wanted or any(f.serving_gate for _, f in current):
+        return []
+    return [(pod, f) for pod, f in current if not f.terminal]
