@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
+from omenative.api.types import InstanceOperation, InstanceStatus, LastFailure
 from omenative.kubectl_ome import reports
+from omenative.kubectl_ome.cli import refusal, row_evidence
 
 NOW = dt.datetime(2026, 12, 3, 12, 0, tzinfo=dt.UTC)
 
@@ -206,3 +208,26 @@ def test_get_merges_models_of_both_scopes_and_shows_a_stalled_rollout_first() ->
 ])
 def test_ages_read_like_kubectls(created: str | None, shown: str) -> None:
     assert reports.age(created, NOW) == shown
+
+
+def test_a_refusal_is_shown_whole_on_its_components_row() -> None:
+    cause = ("Instance 0: pod create refused: exceeded quota: q, requested: pods=1, used: pods=1, "
+             "limited: pods=1")
+    content = reports.status_report(ISVC, [pod("svc-engine-0-leader-0", "engine", ready=False)], [], now=NOW,
+                                    refused={"engine": cause})
+    table = dict(reports.status_rows(content, wide=False))
+    assert table["engine refused"] == cause and "router refused" not in table
+
+
+def test_an_instance_that_cannot_progress_is_never_ok() -> None:
+    held = InstanceStatus(index=0, phase="Creating", operation=InstanceOperation(type="Create",
+                                                                                 waiting="QuotaExceeded"))
+    failed = InstanceStatus(index=1, phase="Failed", last_failure=LastFailure(reason="InvalidPodSpec"))
+    ready = InstanceStatus(index=2, phase="Ready")
+    assert [row_evidence("OK", r) for r in (held, failed, ready)] == [
+        "HOLD:QuotaExceeded", "FAILED:InvalidPodSpec", "OK"]
+    assert row_evidence("STALE:1/2", held) == "STALE:1/2"  # stale rows say so first
+    replica = {"status": {"conditions": [cond("ReplicaFailure", "True", reason="QuotaExceeded",
+                                              message="Instance 0: pod create refused: exceeded quota: q")]}}
+    assert refusal(replica) == "Instance 0: pod create refused: exceeded quota: q"
+    assert refusal({"status": {"conditions": [cond("Ready", "True")]}}) is None

@@ -14,6 +14,7 @@ from omenative.api.config import ControllerConfig
 from omenative.api.defaults import is_multi_pod, replica_bounds, worker_size
 from omenative.api.merge import merge_component
 from omenative.api.modes import resolve_mode
+from omenative.api.pod_fields import InvalidSpec, component_problems, size_problems
 from omenative.api.rollout_validation import validate_rollout
 from omenative.api.selection import named_runtime_warning
 from omenative.api.types import BaseModelSpec, ServingRuntimeSpec
@@ -99,6 +100,13 @@ def validate_inference_service(obj: JSONDict, ctx: Context | None = None, old: J
     spec: JSONDict = obj.get("spec") or {}
     runtime_raw = ctx.runtime_raw or {}
 
+    # Pod-template fields first: everything after reads them. One of the wrong type is refused with its path.
+    wrong = size_problems(spec) or component_problems(spec, "spec", c.COMPONENTS)
+    if ctx.runtime_name:
+        wrong += component_problems(runtime_raw, f"runtime {ctx.runtime_name} spec",
+                                    tuple(f"{comp}Config" for comp in c.COMPONENTS))
+    if wrong:
+        return Findings((str(InvalidSpec(wrong)),), ())
     if name and not re.match(NAME_PATTERN, name):
         errors.append(f"invalid InferenceService name {name!r}, must match {NAME_PATTERN!r}")
     if spec.get("decoder") is not None and spec.get("engine") is None:

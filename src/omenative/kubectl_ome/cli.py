@@ -79,6 +79,26 @@ def evidence(replica: Obj, rows: list[InstanceStatus], isvc: Obj | None = None) 
     return "SPARSE" if indexes != list(range(len(indexes))) else "OK"
 
 
+def row_evidence(level: str, row: InstanceStatus) -> str:
+    """The component's evidence, unless this Instance cannot progress as things stand: then what holds it (the
+    operation's `waiting` token, as `HOLD:QuotaExceeded`) or why it failed (`FAILED:InvalidPodSpec`). A status that
+    is current says nothing about whether the Instance can come up, so `OK` is never shown for one that cannot."""
+    if level not in ("OK", "SPARSE"):
+        return level
+    if row.operation is not None and row.operation.waiting:
+        return f"HOLD:{row.operation.waiting}"
+    if row.phase == "Failed":
+        return f"FAILED:{row.last_failure.reason if row.last_failure and row.last_failure.reason else '-'}"
+    return level
+
+
+def refusal(replica: Obj) -> str | None:
+    """The replica's standing refusal in one line (its ReplicaFailure condition), or None."""
+    cond = next((x for x in (replica.get("status") or {}).get("conditions") or []
+                 if isinstance(x, dict) and x.get("type") == "ReplicaFailure" and x.get("status") == "True"), None)
+    return str(cond.get("message") or cond.get("reason") or "refused") if cond is not None else None
+
+
 def component_order(replica: Obj) -> int:
     component = (replica.get("spec") or {}).get("component") or ""
     return c.COMPONENTS.index(component) if component in c.COMPONENTS else len(c.COMPONENTS)
@@ -219,23 +239,31 @@ class Cluster:
 def instance_list(cluster: Cluster, namespace: str, isvc: str, output: str) -> int:
     table = [["COMP", "IDX/INC", "PHASE", "PODS", "REVS", "AOF", "EVIDENCE"]]
     components = []
+    causes: list[str] = []
     parent = cluster.inference_service(namespace, isvc)
     for replica in cluster.replicas(namespace, isvc):
         component = (replica.get("spec") or {}).get("component") or "?"
         rows = decode_rows(replica.get("status"))
         level = evidence(replica, rows, parent)
-        components.append({"component": component, "replica": replica["metadata"]["name"], "evidence": level,
-                           "instances": [r.to_dict() for r in rows]})
+        refused = refusal(replica)
+        entry: Obj = {"component": component, "replica": replica["metadata"]["name"], "evidence": level,
+                      "instances": [r.to_dict() for r in rows]}
+        if refused:
+            entry["refused"] = refused
+            causes.append(f"{component} {refused}")
+        components.append(entry)
         if not rows:
             table.append([component, "-", "-", "-", "-", "-", level])
         for row in rows:
             pods = f"{row.serving_pod_count or 0}/{row.available_pod_count or 0}/{row.pod_count or 0}"
             table.append([component, f"{row.index}/{row.incarnation or 1}", row.phase or "-", pods, revisions(row),
-                          flags(row), level])
+                          flags(row), row_evidence(level, row)])
     if output == "table":
         if len(table) == 1:
             table.append(["-", "-", "-", "-", "-", "-", "UNAVAILABLE"])
         print_table(table)
+        if causes:  # why the held Instances wait, in the API server's words, below the table
+            print("\n" + "\n".join(causes))
     else:
         emit({"apiVersion": REPORT_VERSION, "kind": "InstanceListReport", "inferenceService": isvc,
               "namespace": namespace, "components": components}, output)
@@ -259,6 +287,9 @@ def instance_status(cluster: Cluster, namespace: str, isvc: str, index: int, com
         state = "Reported" if row is not None else "Missing"
         report.update(state=state, evidence=level, encoding=encoding)
         fields.append(("state", f"{state} {component}[{index}] evidence={level}"))
+        refused = refusal(replica)
+        if refused and refused.startswith(f"Instance {index}:"):
+            fields.append(("refused", refused.partition(": ")[2]))
         fields.append(("deployment", f"mode=OMENative replica={replica['metadata']['name']}"))
         fields.append(("encoding", f"name={encoding}"))
         if row is not None:
@@ -278,7 +309,8 @@ def instance_status(cluster: Cluster, namespace: str, isvc: str, index: int, com
                 fields.append(("op target", f"revision={op.target_revision or '-'} reason={op.reason or '-'}"))
                 fields.append(("op timing", f"started={op.started_at or '-'} deadline={op.deadline or '-'}"))
                 if op.waiting:
-                    fields.append(("op hold", f"waiting={op.waiting}"))
+                    fields.append(("op hold", f"waiting={op.waiting} "
+                                              f"capacityRefusedAt={op.capacity_refused_at or '-'}"))
                 if op.strategy:
                     fields.append(("op strategy", op.strategy))
                 if op.surge_index is not None:
@@ -315,9 +347,11 @@ OPERATOR_DEPLOYMENT = "omenative"
 
 
 def print_rows(rows: list[tuple[str, str]], wide: bool) -> None:
+    """FIELD/VALUE rows, long values cut unless `wide`; a refusal is never cut, since its end (the quota's figures,
+    the policy that refused) is what a user acts on."""
     width = None if wide else 64
-    print_table([["FIELD", "VALUE"]] + [[k, v if width is None or len(v) <= width else v[: width - 3] + "..."]
-                                       for k, v in rows])
+    print_table([["FIELD", "VALUE"]] + [[k, v if width is None or len(v) <= width or k.endswith("refused")
+                                         else v[: width - 3] + "..."] for k, v in rows])
 
 
 def now() -> dt.datetime:
@@ -340,7 +374,13 @@ def status(cluster: Cluster, namespace: str, name: str, output: str) -> int:
         events = cluster.warning_events(namespace)
     except Exception as exc:
         events, event_error = None, reports.read_failure(getattr(exc, "status", None))
-    content = reports.status_report(isvc, pods, events, now=now(), pod_error=pod_error, event_error=event_error)
+    try:
+        refused = {str((r.get("spec") or {}).get("component")): cause for r in cluster.replicas(namespace, name)
+                   if (cause := refusal(r))}
+    except Exception:  # the report stands without them; the events still name a refusal
+        refused = {}
+    content = reports.status_report(isvc, pods, events, now=now(), pod_error=pod_error, event_error=event_error,
+                                    refused=refused)
     if output in ("table", "wide"):
         print_rows(reports.status_rows(content, output == "wide"), output == "wide")
     else:

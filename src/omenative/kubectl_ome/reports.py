@@ -175,8 +175,9 @@ def _event_time(event: Obj) -> str:
 
 
 def status_report(isvc: Obj, pods: list[Obj] | None, events: list[Obj] | None, *, now: dt.datetime,
-                  pod_error: str = "", event_error: str = "") -> Obj:
-    """The StatusReport's content: `pods` and `events` are None when their read failed (with the reason)."""
+                  pod_error: str = "", event_error: str = "", refused: dict[str, str] | None = None) -> Obj:
+    """The StatusReport's content: `pods` and `events` are None when their read failed (with the reason);
+    `refused`: by component, the refusal that holds its Instances (its InferenceReplica's ReplicaFailure)."""
     meta, spec, status = isvc.get("metadata") or {}, isvc.get("spec") or {}, isvc.get("status") or {}
     name = meta.get("name", "")
     conditions = status.get("conditions")
@@ -213,6 +214,8 @@ def status_report(isvc: Obj, pods: list[Obj] | None, events: list[Obj] | None, *
             "deleting": sum(1 for p in mine if p["metadata"].get("deletionTimestamp")),
             "evidence": "Unavailable" if pods is None else "Observed",
         }
+        if (refused or {}).get(comp):
+            components[comp]["refused"] = mask((refused or {})[comp])
     targets, skipped = event_targets(counted)
     wanted = {("InferenceService", name)} | {("Pod", p["metadata"]["name"]) for p in targets}
     kept: list[Obj] = []
@@ -277,6 +280,9 @@ def status_rows(content: Obj, wide: bool) -> Rows:
         cond = figures["ready"]
         rows.append((comp, f"{cond['status']} / {cond['validity']}; Ready pods={figures['podReady']}/"
                            f"{figures['podTotal']} restarts={figures['restarts']}"))
+        if figures.get("refused"):
+            # The cause, whole: cutting it would cut the quota's figures or the policy that refused.
+            rows.append((f"{comp} refused", figures["refused"]))
         if wide:
             p = figures["phases"]
             rows += [(f"{comp} Pod total", str(figures["podTotal"])), (f"{comp} Pod Ready", str(figures["podReady"])),

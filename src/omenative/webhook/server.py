@@ -44,6 +44,7 @@ from omenative.webhook.certs import Bundle, renew
 log = structlog.get_logger(__name__)
 Obj = dict[str, Any]
 CONFIGURATION = "omenative"
+MAX_REVIEW_BYTES = 8 * 1024 * 1024
 ROTATION_CHECK_SECONDS = 3600.0
 
 
@@ -143,6 +144,8 @@ class WebhookServer:
 
     async def _review(self, request: web.Request) -> Obj:
         review = await request.json()
+        if not isinstance(review, dict) or not isinstance(review.get("request") or {}, dict):
+            raise web.HTTPBadRequest(text="the body is not an AdmissionReview")
         return dict(review.get("request") or {})
 
     async def validate_inference_service(self, request: web.Request) -> web.Response:
@@ -301,7 +304,9 @@ class WebhookServer:
 
     async def start(self) -> None:
         await self.ensure_certificates()
-        app = web.Application(middlewares=[_instrumented])
+        # An update's review carries the old object and the new one, each up to the API server's own request limit
+        # (3 MiB): aiohttp's default of 1 MiB refused large ones with 413.
+        app = web.Application(middlewares=[_instrumented, _never_500], client_max_size=MAX_REVIEW_BYTES)
         for path, handler in (("/validate-inferenceservice", self.validate_inference_service),
                               ("/mutate-inferenceservice", self.mutate_inference_service),
                               ("/validate-inferencereplica", self.validate_inference_replica)):
@@ -336,6 +341,29 @@ class WebhookServer:
                 await self._rotation
         if self._runner is not None:
             await self._runner.cleanup()
+
+
+@web.middleware
+async def _never_500(request: web.Request, handler: Any) -> web.StreamResponse:
+    """A judgement that fails is a refusal with a message, never a 500: the API server would show "Server got itself
+    in trouble" and the user would not learn what to change. A body that is not a review is answered 400."""
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    except web.HTTPException:
+        raise
+    except Exception as exc:
+        log.exception("admission failed; refusing the object", path=request.path)
+        try:
+            review = await request.json()
+            req = dict(review.get("request") or {}) if isinstance(review, dict) else {}
+        except Exception:
+            raise web.HTTPBadRequest(text="the body is not an AdmissionReview") from exc
+        answer = review_response(req, allowed=False, message=(
+            f"omenative could not judge this object ({type(exc).__name__}: {exc}); check its fields against "
+            "kubectl explain, and report this message if they are right"))
+        answer["response"]["status"]["code"] = 400
+        return web.json_response(answer)
 
 
 @web.middleware

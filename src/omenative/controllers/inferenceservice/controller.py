@@ -13,6 +13,7 @@ import structlog
 from omenative.api import constants as c
 from omenative.api import migration_request, naming
 from omenative.api.modes import declared_components
+from omenative.api.pod_fields import InvalidSpec
 from omenative.api.readiness import desired_instances
 from omenative.api.selection import Candidate, no_runtime_message, select_runtime
 from omenative.api.types import BaseModelSpec
@@ -160,9 +161,13 @@ class InferenceServiceController:
         model, model_problem = self.resolve_model(isvc)
         runtime, runtime_problem = self.resolve_runtime(isvc, model)
         problems = [p for p in (runtime_problem, model_problem) if p is not None]
-        plan = desired.build(desired.Inputs(isvc=isvc, runtime=runtime, model=model, config=ctx.config,
-                                            pod_monitors=ctx.podmonitors_cached()),
-                             claim_unmoded=ctx.config.claim_unmoded)
+        try:
+            plan = desired.build(desired.Inputs(isvc=isvc, runtime=runtime, model=model, config=ctx.config,
+                                                pod_monitors=ctx.podmonitors_cached()),
+                                 claim_unmoded=ctx.config.claim_unmoded)
+        except InvalidSpec as exc:
+            await self.invalid(isvc, exc)
+            return None  # nothing to retry: a change of the InferenceService or its runtime wakes it
         if not plan.components:
             return None  # no OMENative component: this InferenceService is not ours to touch
         findings = validate_inference_service(isvc, Admission(runtime_raw=runtime.spec if runtime else None,
@@ -212,6 +217,17 @@ class InferenceServiceController:
         if outcome is not None and outcome.wake_in is not None:
             return Result(requeue_after=outcome.wake_in + 0.5)  # a soak or a timed canary gate ends
         return None
+
+    async def invalid(self, isvc: Obj, exc: InvalidSpec) -> None:
+        """A spec omenative cannot build from (a runtime's or a stored field of the wrong type): Ready False with
+        reason InvalidSpec naming the field, and one event per generation; nothing is written but the status."""
+        ctx = self.ctx
+        meta = isvc["metadata"]
+        status = build_status(isvc, None, {}, [("InvalidSpec", str(exc))], format_time(ctx.wall_clock()))
+        await ctx.applier.apply_status(INFERENCE_SERVICES, meta["name"], meta["namespace"], status)
+        key = f"{meta['namespace']}/{meta['name']}"
+        if ctx.refusals.announce_child(key, "InvalidSpec", f"{meta.get('generation')} {exc}"):
+            ctx.events.event(isvc, "Warning", "InvalidSpec", str(exc))
 
     def announce_refused(self, isvc: Obj, plan: desired.Plan, refused: list[tuple[str, str, str]]) -> None:
         """Each distinct refusal once, in the API server's words: a refused InferenceReplica as OME's

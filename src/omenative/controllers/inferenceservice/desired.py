@@ -16,6 +16,7 @@ from omenative.api.config import ControllerConfig
 from omenative.api.defaults import default_component, is_multi_pod
 from omenative.api.merge import merge_component
 from omenative.api.modes import ModeResolution, resolve_mode
+from omenative.api.pod_fields import InvalidSpec, pod_part_problems
 from omenative.render import objects
 from omenative.render.templates import ModelInfo, TemplateContext, metrics_port_name, runners, serving_ports
 
@@ -92,6 +93,13 @@ def build(inputs: Inputs, *, claim_unmoded: bool = False) -> Plan:
         if not (mode.omenative or (claim_unmoded and mode.source == "Default")):
             skipped[comp] = mode
             continue
+        # Pod-template fields are free-form in the CRDs: one of the wrong type (in the InferenceService, or in a
+        # runtime, which no webhook judges) is refused here with its path, before anything reads it.
+        wrong = pod_part_problems(own, f"spec.{comp}") + pod_part_problems(
+            runtime_spec.get(f"{comp}Config"), f"runtime {inputs.runtime.name if inputs.runtime else ''} "
+                                              f"spec.{comp}Config")
+        if wrong:
+            raise InvalidSpec(wrong)
         merged = merge_component(runtime_spec.get(f"{comp}Config"), own) or {}
         component = default_component(merged, comp, inputs.config)
         multi = is_multi_pod(component)
