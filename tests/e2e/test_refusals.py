@@ -156,8 +156,13 @@ async def test_a_pod_security_refusal_fails_at_once_is_held_after_three_attempts
                    and "held after 3 failed attempt(s) (last failure: InvalidPodSpec); publish a corrected revision"
                    in m for m in messages), messages
 
-        # Bounded writes: two minutes from the apply, then count what omenative wrote in the namespace.
+        # Bounded writes: two minutes from the apply, then count what omenative wrote in the namespace; in the last
+        # 30 s, with every revision held, no pod is tried again.
+        await asyncio.sleep(max(0.0, applied + 90 - time.monotonic()))
+        last = rbac.audit_offset(control_plane)
         await asyncio.sleep(max(0.0, applied + 120 - time.monotonic()))
+        late = [r for r in rbac.requests_since(control_plane, last) if r.namespace == namespace and r.verb in WRITES]
+        assert not [r for r in late if r.resource == "pods"], late
         writes = [r for r in rbac.requests_since(control_plane, offset)
                   if r.namespace == namespace and r.verb in WRITES]
         by_resource: dict[str, int] = {}
