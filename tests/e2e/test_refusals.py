@@ -23,6 +23,7 @@ from tests.support import rbac
 from tests.support.catalog import CATALOG, MULTI_NODE_SEED, PD_SEED, seed_yaml_blocks
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
+from tests.support.omenative import inline_component, inline_service
 from tests.support.wait import wait_for
 
 Obj = dict[str, Any]
@@ -176,3 +177,25 @@ async def test_a_pod_security_refusal_fails_at_once_is_held_after_three_attempts
         await kubectl("delete", "inferenceservice", "llama-pd", "-n", namespace, "--wait=false", check=False)
         await kubectl("delete", "clusterservingruntime", RUNTIME, "--ignore-not-found")
         await kubectl("delete", "clusterbasemodel", MODEL, "--ignore-not-found")
+
+
+async def test_a_scale_past_what_the_names_allow_is_refused_with_the_bound(
+    omenative: ControllerProcess, api: client.ApiClient, control_plane: ControlPlane, sim_nodes: NodeFactory,
+    namespace: str, tmp_path: Path,
+) -> None:
+    """A 44-character single-pod service: index 9 is its last one-digit index, so 5 Instances fit and 6 do not."""
+    kubectl = control_plane.kubectl
+    name = "n" * 44
+    await sim_nodes("gpu")
+    isvc = inline_service(name, namespace, engine=inline_component(1, 5))
+    await kubectl("apply", "-f", write_yaml(tmp_path, "isvc.yaml", isvc))
+    out = await kubectl("wait", "--for=condition=Ready", f"inferenceservice/{name}", "-n", namespace,
+                        "--timeout=90s", check=False)
+    assert out.returncode == 0, out.output + await describe_namespace(api, namespace)
+    out = await kubectl("scale", "inferencereplica", f"{name}-engine", "-n", namespace, "--replicas=6", check=False)
+    assert out.returncode != 0
+    assert (f"spec.replicas: 6 Instances of InferenceReplica {name}-engine would give pods names longer than 63 "
+            f"characters (such as '{name}-engine-11-default-0'); at most 5 Instances fit") in out.stderr, out.stderr
+    out = await kubectl("scale", "inferencereplica", f"{name}-engine", "-n", namespace, "--replicas=2")
+    assert out.stdout.strip() == f"inferencereplica.ome.io/{name}-engine scaled"
+    await kubectl("delete", "inferenceservice", name, "-n", namespace, "--wait=false")

@@ -71,3 +71,16 @@ def longest_pod_name(isvc: str, component: str, max_index: int, workers: int) ->
     if workers:
         return pod_name(isvc, component, max_index, "worker", workers - 1)
     return pod_name(isvc, component, max_index, "default", 0)
+
+
+def max_instance_index(isvc: str, component: str, workers: int) -> int:
+    """The highest Instance index whose pod names still fit a DNS label (-1 when not even index 0 does). Names grow
+    with the index's digits: a name with room for d digits allows indexes up to 10**d - 1."""
+    room = MAX_DNS_LABEL - (len(longest_pod_name(isvc, component, 0, workers)) - 1)
+    return 10 ** room - 1 if room > 0 else -1
+
+
+def max_replicas_for_names(isvc: str, component: str, workers: int) -> int:
+    """The most Instances a component may be asked for so that every child name fits: indexes reach up to twice
+    the count during surges and migrations (2 * replicas - 1), the same room admission keeps for maxReplicas."""
+    return (max_instance_index(isvc, component, workers) + 1) // 2

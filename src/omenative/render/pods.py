@@ -167,3 +167,16 @@ def pod_count(runners: list[JSONDict]) -> int:
 
 def render_instance(ref: InstanceRef, runners: list[JSONDict]) -> list[JSONDict]:
     return [render_pod(ref, slot, runners) for slot in slots(runners)]
+
+
+def scale_limit(replica: JSONDict) -> tuple[int, str] | None:
+    """(the most Instances whose names fit, a name that the next index would give) of an InferenceReplica."""
+    spec = replica.get("spec") or {}
+    runners = [r for r in spec.get("runners") or [] if isinstance(r, dict)]
+    isvc = str((spec.get("parentRef") or {}).get("name") or replica["metadata"]["name"])
+    component = str(spec.get("component") or c.ENGINE)
+    if not runners:
+        return None
+    workers = max(pod_count(runners) - 1, 0)
+    cap = naming.max_replicas_for_names(isvc, component, workers)
+    return cap, naming.longest_pod_name(isvc, component, 2 * cap + 1, workers)

@@ -30,7 +30,7 @@ import structlog
 from aiohttp import web
 
 from omenative.api import constants as c
-from omenative.api import migration_request
+from omenative.api import migration_request, naming
 from omenative.api.modes import declared_components
 from omenative.api.types import BaseModelSpec, ServingRuntimeSpec
 from omenative.api.validation import Context as Admission
@@ -38,7 +38,8 @@ from omenative.api.validation import validate_inference_service
 from omenative.controllers.context import Context
 from omenative.kube import metrics
 from omenative.kube.client import ApiError
-from omenative.kube.resources import MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS
+from omenative.kube.resources import INFERENCE_REPLICAS, MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS
+from omenative.render.pods import scale_limit
 from omenative.webhook.certs import Bundle, renew
 
 log = structlog.get_logger(__name__)
@@ -183,6 +184,25 @@ class WebhookServer:
                     f"InferenceService {parent}; change the InferenceService instead")))
         return web.json_response(review_response(req, allowed=True))
 
+    async def validate_scale(self, request: web.Request) -> web.Response:
+        """A write to an InferenceReplica's /scale (kubectl scale, an autoscaler) is refused past the count whose
+        Instances' pod names still fit 63 characters: Instance indexes grow with the count, and a name past the
+        limit is refused by the API server only later, pod by pod."""
+        req = await self._review(request)
+        obj = req.get("object") or {}
+        replicas = (obj.get("spec") or {}).get("replicas") if isinstance(obj, dict) else None
+        replica = self.ctx.get(INFERENCE_REPLICAS, req.get("namespace") or "", req.get("name") or "")
+        if not isinstance(replicas, int) or replica is None:
+            return web.json_response(review_response(req, allowed=True))
+        limit = scale_limit(replica)
+        if limit is not None and replicas > limit[0]:
+            cap, longest = limit
+            return web.json_response(review_response(req, allowed=False, message=(
+                f"spec.replicas: {replicas} Instances of InferenceReplica {req.get('name')} would give pods names "
+                f"longer than {naming.MAX_DNS_LABEL} characters (such as {longest!r}); at most {cap} Instances fit "
+                "this InferenceService's name")))
+        return web.json_response(review_response(req, allowed=True))
+
     # -- TLS and registration
     def hosts(self) -> list[str]:
         if self.service:
@@ -215,6 +235,9 @@ class WebhookServer:
                  "clientConfig": self.client_config("/validate-inferenceservice"), **common},
                 {"name": "inferencereplica.ome-webhook-server.validator", "rules": [rule("inferencereplicas")],
                  "clientConfig": self.client_config("/validate-inferencereplica"), **common},
+                {"name": "inferencereplica-scale.ome-webhook-server.validator",
+                 "rules": [{**rule("inferencereplicas/scale"), "operations": ["UPDATE"]}],
+                 "clientConfig": self.client_config("/validate-inferencereplica-scale"), **common},
             ]}
         mutating = {
             "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
@@ -309,7 +332,8 @@ class WebhookServer:
         app = web.Application(middlewares=[_instrumented, _never_500], client_max_size=MAX_REVIEW_BYTES)
         for path, handler in (("/validate-inferenceservice", self.validate_inference_service),
                               ("/mutate-inferenceservice", self.mutate_inference_service),
-                              ("/validate-inferencereplica", self.validate_inference_replica)):
+                              ("/validate-inferencereplica", self.validate_inference_replica),
+                              ("/validate-inferencereplica-scale", self.validate_scale)):
             app.router.add_post(path, handler)
             metrics.init_webhook_series(path)
         self._runner = web.AppRunner(app, access_log=None)

@@ -30,7 +30,7 @@ from omenative.kube.expectations import expected
 from omenative.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS, PODS
 from omenative.observe.pods import PodFacts, is_true, parse_time, pod_facts
 from omenative.render import objects
-from omenative.render.pods import pod_count
+from omenative.render.pods import pod_count, scale_limit
 
 log = structlog.get_logger(__name__)
 # Pod counts alone (routine progress) wait this long for a change that matters before they are written on their own.
@@ -182,9 +182,13 @@ class InferenceReplicaController:
         hold = status.get("rolloutHold")
         pacing: Obj = spec.get("pacing") or {}
         paused = bool(spec.get("paused"))
+        desired = desired_instances(ir)
+        limit = scale_limit(ir)
+        capped = (desired, limit[1]) if limit is not None and desired > limit[0] else None
         return planner.ReplicaView(
             component=component,
-            replicas=desired_instances(ir),
+            replicas=min(desired, limit[0]) if capped and limit else desired,
+            capped=capped,
             pods_per_instance=pod_count(runners),
             update_revision=revision,
             restart_policy=lifecycle.get("restartPolicy") or (RECREATE if multi else "None"),

@@ -29,6 +29,7 @@ import attrs
 from omenative.api import constants as c
 from omenative.api.config import ControllerConfig
 from omenative.api.defaults import IN_PLACE_ONLY, RECREATE, SURGE_THEN_DRAIN
+from omenative.api.naming import MAX_DNS_LABEL
 from omenative.api.readiness import Serving, replica_ready
 from omenative.api.types import (
     Condition,
@@ -106,6 +107,9 @@ class ReplicaView:
     # Instances whose PodGroup from an earlier attempt is still being deleted.
     refusals: Mapping[int, Refusal] = attrs.field(factory=dict)
     podgroups_terminating: frozenset[int] = frozenset()
+    # (Instances asked for, a pod name the count would give) when the count was capped to what the names allow
+    # (`replicas` is the cap): a write to /scale that the webhook did not judge.
+    capped: tuple[int, str] | None = None
 
     def revision_name(self, revision: str | None) -> str:
         return f"{self.revision_prefix}{revision or ''}"
@@ -790,6 +794,11 @@ def _conditions(view: ReplicaView, rows: list[InstanceStatus], counts_: Counts,
         more = f" (and Instance(s) {', '.join(str(i) for i, _ in refused[1:])})" if len(refused) > 1 else ""
         out.append(Condition(type="ReplicaFailure", status="True", reason=first.cause,
                              message=f"Instance {index}: {first.summary()}{more}"[:1024], last_transition_time=now))
+    elif view.capped is not None:
+        asked, longest = view.capped
+        out.append(Condition(type="ReplicaFailure", status="True", reason="NameTooLong", message=(
+            f"spec.replicas {asked} capped at {view.replicas}: more Instances would give pods names longer than "
+            f"{MAX_DNS_LABEL} characters (such as {longest!r})"), last_transition_time=now))
     if view.ready_timeout is None:
         out.append(Condition(type="InstanceReadyTimeoutUnconfigured", status="True",
                              reason="InstanceReadyTimeoutUnconfigured",
