@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument("--log-format", default="auto", choices=["json", "console", "auto"],
                      help="json, console, or auto: JSON unless stderr is a terminal")
+    run.add_argument("--unready-after-refused-credentials", type=float, default=30.0, metavar="SECONDS",
+                     help="report not ready once the API server has refused the controller's credentials (401, or a "
+                          "403 of its identity) this long with no request going through")
     run.add_argument("--shutdown-grace-period", type=float, default=30.0,
                      help="seconds to finish in-flight reconciles on SIGTERM")
     run.add_argument("--config", help="YAML file of controller settings (defaults and grace periods)")
@@ -148,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         leader_election_namespace=args.leader_election_namespace or default_leader_election_namespace(),
         metrics_bind_address=args.metrics_bind_address, health_probe_bind_address=args.health_probe_bind_address,
         workers=args.workers, qps=args.kube_api_qps, burst=args.kube_api_burst,
-        shutdown_grace_period=args.shutdown_grace_period, config=config, webhook=webhook)
+        shutdown_grace_period=args.shutdown_grace_period, config=config, webhook=webhook,
+        credentials_window=args.unready_after_refused_credentials)
     return asyncio.run(Manager(options).run())
 
 

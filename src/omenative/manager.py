@@ -86,6 +86,7 @@ class Options:
     shutdown_grace_period: float = 30.0
     config: ControllerConfig = attrs.field(factory=ControllerConfig)
     webhook: Any = None  # omenative.webhook.server.WebhookOptions, when the webhook is served
+    credentials_window: float = 30.0  # refused credentials for this long: not ready
 
 
 def _isvc_label_index(obj: Obj) -> list[str]:
@@ -374,7 +375,8 @@ class Manager:
     # -- running
     async def run(self) -> int:
         opts = self.options
-        client = await KubeClient.connect(opts.kubeconfig, qps=opts.qps, burst=opts.burst)
+        client = await KubeClient.connect(opts.kubeconfig, qps=opts.qps, burst=opts.burst,
+                                          credentials_window=opts.credentials_window)
         caches = Caches(client, namespaces=list(opts.namespaces) or None)
         self._crd_changed = asyncio.Event()
         self._register_caches(caches)
@@ -388,6 +390,8 @@ class Manager:
         self.ctx = ctx
         synced = asyncio.Event()
         ready_checks = {"informers": synced.is_set}
+        if client.credentials is not None:
+            ready_checks["credentials"] = client.credentials.healthy  # not ready while the API refuses who we are
         webhook_serving = asyncio.Event()
         if opts.webhook is not None:
             # The webhook's Service routes to Ready pods only: a pod is Ready once its webhook answers, or the

@@ -25,6 +25,7 @@ from kubernetes_asyncio import config as k8s_config
 
 from omenative import __version__
 from omenative.kube import metrics
+from omenative.kube.credentials import Credentials, denies_identity
 from omenative.kube.resources import Resource
 
 Obj = dict[str, Any]
@@ -167,10 +168,12 @@ class KubeClient:
         *,
         timeout: float = 30.0,
         rate_limit: RateLimit | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self.api_client = api_client
         self.timeout = timeout
         self.rate_limit = rate_limit
+        self.credentials = credentials
         self.host = urlparse(api_client.configuration.host).netloc
 
     @classmethod
@@ -182,23 +185,27 @@ class KubeClient:
         timeout: float = 30.0,
         qps: float | None = None,
         burst: int | None = None,
+        credentials_window: float = 30.0,
     ) -> KubeClient:
         """From a kubeconfig (the path given, else $KUBECONFIG or ~/.kube/config), else the in-cluster config."""
         configuration = k8s.Configuration()
+        loader = None
         try:
-            await k8s_config.load_kube_config(
+            loader = await k8s_config.load_kube_config(
                 config_file=kubeconfig, context=context, client_configuration=configuration)
         except k8s_config.ConfigException:
             if kubeconfig:
                 raise
             k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        credentials = Credentials(loader, configuration, window=credentials_window)
+        credentials.install()
         _small_tls_buffers()
         rate_limit = RateLimit(qps, burst or max(1, int(qps * 2))) if qps and qps > 0 else None
         api_client = k8s.ApiClient(configuration=configuration)
         _settle_environment(api_client)
         # Named in the API server's audit log and metrics, as client-go names its programs.
         api_client.user_agent = USER_AGENT
-        return cls(api_client, timeout=timeout, rate_limit=rate_limit)
+        return cls(api_client, timeout=timeout, rate_limit=rate_limit, credentials=credentials)
 
     async def close(self) -> None:
         await self.api_client.close()
@@ -219,8 +226,10 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float | aiohttp.ClientTimeout | None = None,
+        retried: bool = False,
     ) -> Any:
-        """Sends a request and returns the raw aiohttp response (the caller reads and releases it)."""
+        """Sends a request and returns the raw aiohttp response (the caller reads and releases it). A 401 reloads
+        the credentials and sends the request once more with the new ones."""
         if self.rate_limit is not None:
             await self.rate_limit.acquire()
         params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
@@ -241,6 +250,20 @@ class KubeClient:
         finally:
             metrics.rest_client_request_duration_seconds.labels(verb=method).observe(time.monotonic() - started)
         metrics.rest_client_requests_total.labels(code=str(response.status), method=method, host=self.host).inc()
+        if self.credentials is not None:
+            message = ""
+            if response.status in (401, 403):
+                try:
+                    message = str(ApiError.from_status(response.status, await response.read()).message)
+                except (TimeoutError, OSError, aiohttp.ClientError):
+                    message = ""
+            if denies_identity(response.status, message):
+                if await self.credentials.refused(response.status, message) and not retried:
+                    response.release()
+                    return await self._send(method, path, query=query, body=body, content_type=content_type,
+                                            timeout=timeout, retried=True)
+            else:
+                self.credentials.succeeded()
         return response
 
     async def request(
