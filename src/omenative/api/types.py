@@ -633,6 +633,9 @@ class InstanceStatus(Model):
     last_failure: LastFailure | None = field("lastFailure", "Most recent failure; kept after recovery.")
     announced: list[str] | None = field("announced", "One-time warnings already emitted, as reason@episode.")
     ready_since: str | None = field("readySince", "When every pod of the Instance was last serving.")
+    admitted: bool | None = field("admitted", "False while a pod of the Instance is held by a scheduling gate (Kueue "
+                                  "admits it by removing the gate): its readiness clock is stopped. Absent once every "
+                                  "pod is admitted.")
     restart_baseline: dict[str, int] | None = field(
         "restartBaseline", "Serving-container restarts each pod had when the Instance became Ready (only pods that "
         "had any); restarts beyond them trigger the restart policy.")

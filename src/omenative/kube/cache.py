@@ -141,7 +141,7 @@ def slim_crd(obj: Obj) -> Obj:
                                       if isinstance(x, dict)]}}
 
 
-POD_SPEC_READ = ("nodeName", "schedulerName", "readinessGates")
+POD_SPEC_READ = ("nodeName", "schedulerName", "readinessGates", "schedulingGates")
 POD_STATUS_READ = ("phase", "reason", "message", "conditions", "podIP")
 # Of a container's status: its restarts, why its last run ended, and why it is waiting (a wedged pull or crash loop).
 CONTAINER_STATUS_READ = {"state": ("waiting", ("reason", "message")),

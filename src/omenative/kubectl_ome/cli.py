@@ -50,9 +50,13 @@ def revisions(row: InstanceStatus) -> str:
     return shorten(running or target or "-")
 
 
+def is_admitted(row: InstanceStatus) -> bool:
+    """OME's admitted: the Instance has pods and none of them is held by a scheduling gate."""
+    return (row.pod_count or 0) > 0 and row.admitted is not False
+
+
 def flags(row: InstanceStatus) -> str:
-    admitted = (row.pod_count or 0) > 0
-    return ("A" if admitted else "-") + ("O" if row.operation else "-") + ("F" if row.last_failure else "-")
+    return ("A" if is_admitted(row) else "-") + ("O" if row.operation else "-") + ("F" if row.last_failure else "-")
 
 
 def evidence(replica: Obj, rows: list[InstanceStatus], isvc: Obj | None = None) -> str:
@@ -295,7 +299,7 @@ def instance_status(cluster: Cluster, namespace: str, isvc: str, index: int, com
         if row is not None:
             report["instance"] = row.to_dict()
             fields.append(("instance", f"{replica['metadata']['name']} inc={row.incarnation} phase={row.phase} "
-                                       f"admitted={'true' if (row.pod_count or 0) > 0 else 'false'}"))
+                                       f"admitted={'true' if is_admitted(row) else 'false'}"))
             fields.append(("revisions", f"running={row.running_revision or '-'} target={row.target_revision or '-'}"))
             fields.append(("persisted", f"pods={row.pod_count or 0} serving={row.serving_pod_count or 0} "
                                         f"available={row.available_pod_count or 0}"))

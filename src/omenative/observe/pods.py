@@ -77,6 +77,7 @@ class PodFacts:
     reason: str  # the pod's own status reason (Evicted, ...)
     message: str
     finalizers: tuple[str, ...] = ()
+    gates: tuple[str, ...] = ()  # scheduling gates (Kueue's admission): the scheduler does not look at it yet
 
     @property
     def terminal(self) -> bool:
@@ -135,6 +136,8 @@ def pod_facts(pod: Obj) -> PodFacts:
         orphan=c.LABEL_INCARNATION not in values,
         revision=values.get(c.LABEL_REVISION_HASH, ""),
         node=(pod.get("spec") or {}).get("nodeName"),
+        gates=tuple(str(g.get("name")) for g in (pod.get("spec") or {}).get("schedulingGates") or []
+                    if isinstance(g, dict)),
         phase=status.get("phase") or "Pending",
         terminating=bool(meta.get("deletionTimestamp")),
         deletion_at=parse_time(meta.get("deletionTimestamp")),

@@ -10,6 +10,7 @@ uses are set from their OME equivalents.
 from __future__ import annotations
 
 import copy
+import hashlib
 import re
 from typing import Any
 
@@ -107,6 +108,21 @@ def _with_env(container: JSONDict, ome_env: list[JSONDict]) -> JSONDict:
     return out
 
 
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+KUEUE_POD_GROUP = "kueue.x-k8s.io/pod-group-name"
+KUEUE_GROUP_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
+KUEUE_GROUP_SERVING = "kueue.x-k8s.io/pod-group-serving"
+
+
+def kueue_group_name(ref: InstanceRef) -> str:
+    """The Kueue pod group of one attempt of an Instance: `{isvc}-{component}-{index}-{incarnation}`, shortened
+    with a hash when it would not fit a label value."""
+    name = f"{naming.instance_subdomain(ref.isvc, ref.component, ref.index)}-{ref.incarnation}"
+    if len(name) <= naming.MAX_DNS_LABEL:
+        return name
+    return f"{name[:50]}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
+
+
 def render_pod(ref: InstanceRef, slot: PodSlot, runners: list[JSONDict]) -> JSONDict:
     by_name = {r["name"]: r for r in runners}
     template = by_name[slot.runner]["template"]
@@ -134,9 +150,17 @@ def render_pod(ref: InstanceRef, slot: PodSlot, runners: list[JSONDict]) -> JSON
     })
     if ref.podgroup:
         labels[c.LABEL_POD_GROUP] = ref.podgroup
+    annotations = dict(meta.get("annotations") or {})
+    if labels.get(KUEUE_QUEUE) and c.RUNNER_LEADER in by_name:
+        # Kueue admits the gang as one workload, as the scheduler places it as one PodGroup: a pod group per
+        # attempt (a restarted Instance's pods never join the workload of the pods they replace), of every pod,
+        # long-running (serving: Kueue keeps it admitted while a pod is replaced).
+        labels[KUEUE_POD_GROUP] = kueue_group_name(ref)
+        annotations[KUEUE_GROUP_TOTAL] = str(pod_count(runners))
+        annotations[KUEUE_GROUP_SERVING] = "true"
     metadata: JSONDict = {"name": name, "namespace": ref.namespace, "labels": labels}
-    if meta.get("annotations"):
-        metadata["annotations"] = dict(meta["annotations"])
+    if annotations:
+        metadata["annotations"] = annotations
     if ref.owner:
         metadata["ownerReferences"] = [ref.owner]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}

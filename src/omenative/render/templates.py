@@ -146,6 +146,18 @@ def _add_rdma(spec: JSONDict, annotations: dict[str, str]) -> None:
         volumes.append({"name": "rdma-devices", "hostPath": {"path": "/dev/infiniband"}})
 
 
+QUOTA_ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "google.com/tpu")
+
+
+def _accelerated(spec: JSONDict) -> bool:
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        resources = container.get("resources") or {}
+        for part in ("limits", "requests"):
+            if any(name in (resources.get(part) or {}) for name in QUOTA_ACCELERATOR_RESOURCES):
+                return True
+    return False
+
+
 def _template(ctx: TemplateContext, component: JSONDict, part: JSONDict | None, pods_per_instance: int) -> JSONDict:
     spec = pod_fields(component)
     runner = component.get("runner")
@@ -170,7 +182,9 @@ def _template(ctx: TemplateContext, component: JSONDict, part: JSONDict | None, 
     if not spec.get("schedulerName") and ctx.runtime_scheduler:
         spec["schedulerName"] = ctx.runtime_scheduler
 
-    labels = {k: v for k, v in ctx.isvc_labels.items() if k in PROPAGATED_ISVC_LABELS}
+    # Kueue's queue only for pods that request an accelerator, as OME does (quotaAcceleratorResources): a router
+    # must not wait in a GPU queue.
+    labels = {k: v for k, v in ctx.isvc_labels.items() if k in PROPAGATED_ISVC_LABELS and _accelerated(spec)}
     labels.update(component.get("labels") or {})
     labels.update({c.LABEL_ISVC: ctx.isvc, c.LABEL_COMPONENT: ctx.component,
                    c.LABEL_APP: naming.replica_name(ctx.isvc, ctx.component)[:63].rstrip("-")})

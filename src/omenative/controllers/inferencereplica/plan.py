@@ -325,6 +325,14 @@ class _Planner:
             return self.stop_clock(row, op, PAUSED)  # a pause stops the readiness deadline too
         if op is not None and op.waiting == PAUSED:
             return self.restart_clock(row, op)
+        if op is not None and any(p.gates for p in facts.pods):
+            # A scheduling gate holds a pod (Kueue, until it admits the Instance's workload): the clock stops, as
+            # OME documents, and the row says the Instance is not admitted.
+            if op.deadline is None and row.admitted is False:
+                return None
+            return attrs.evolve(row, admitted=False, operation=attrs.evolve(op, deadline=None))
+        if op is not None and row.admitted is False:
+            return attrs.evolve(self.restart_clock(row, op), admitted=None)  # admitted: a full window from now
         refusal = self.view.refusals.get(row.index or 0)
         if refusal is not None and refusal.incarnation == (row.incarnation or 1):
             if refusal.lasting:  # only a new revision (or the namespace's return) helps: fail now, not at the deadline
@@ -371,7 +379,7 @@ class _Planner:
             self.blocks.succeeded(self.view.revision_name(row.target_revision))
         announced = [a for a in row.announced or [] if not a.startswith(requests.RESET_MARKER)] or None
         return attrs.evolve(row, phase=READY, operation=None, conditions=None, restart_baseline=baseline or None,
-                            running_revision=row.target_revision, announced=announced)
+                            running_revision=row.target_revision, announced=announced, admitted=None)
 
     def announce_once(self, row: InstanceStatus, marker: str, type_: str, reason: str,
                       message: str) -> InstanceStatus:
