@@ -5,6 +5,7 @@
 #
 #   hack/build-binaries.sh              the control plane
 #   hack/build-binaries.sh --real-node  also kubelet, kube-proxy, CoreDNS and the stand-in (hack/cluster.sh --real-node)
+#   hack/build-binaries.sh --kueue      also Kueue's manager (hack/cluster.sh --kueue); both flags may be given
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib/versions.sh
@@ -101,8 +102,30 @@ build_standin() {  # rebuilt whenever its source is newer than the binary
   fi
 }
 
+build_kueue() {  # optional (hack/cluster.sh up --kueue): Kueue's manager, from its Go module
+  # With one patch (hack/sim/kueue-metrics-cert-dir.patch): without its internal certificates, Kueue reads its
+  # metrics certificate from /etc/kueue/metrics/certs only; KUEUE_METRICS_CERT_DIR moves it into the cluster's state,
+  # so that nothing is written to the host's /etc. Rebuilt whenever the patch changes.
+  local patch="$here/sim/kueue-metrics-cert-dir.patch" src work
+  if ! missing kueue && cmp -s "$patch" "$bin/kueue.patch"; then return 0; fi
+  src=$(go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  work="$OMENATIVE_CACHE_DIR/src/kueue-$KUEUE_VERSION-patched"
+  rm -rf "$work"; mkdir -p "$(dirname "$work")"
+  cp -r "$src" "$work"; chmod -R u+w "$work"
+  (cd "$work" && patch -p1 --quiet < "$patch")
+  timed_build kueue bash -c "cd '$work' && go build -trimpath -ldflags '-s -w' -o '$bin/kueue.tmp' ./cmd/kueue && mv '$bin/kueue.tmp' '$bin/kueue'"
+  cp "$patch" "$bin/kueue.patch"
+}
+
 real_node=false
-[[ "${1:-}" == --real-node ]] && real_node=true
+kueue=false
+for arg in "$@"; do
+  case "$arg" in
+    --real-node) real_node=true ;;
+    --kueue) kueue=true ;;
+    *) log "unknown argument: $arg"; exit 2 ;;
+  esac
+done
 
 command -v go >/dev/null || { log "go is not on PATH: install Go 1.25 or later, or set KUBEBUILDER_ASSETS"; exit 1; }
 start=$SECONDS
@@ -117,6 +140,10 @@ if [[ $real_node == true ]]; then
   wanted+=("${REAL_NODE_BINARIES[@]}")
 else
   build_kubernetes
+fi
+if [[ $kueue == true ]]; then
+  build_kueue
+  wanted+=(kueue)
 fi
 for n in "${wanted[@]}"; do
   [[ -x "$bin/$n" ]] || { log "missing after build: $bin/$n"; exit 1; }

@@ -3,7 +3,7 @@
 # run by kwokctl's binary runtime from binaries built by hack/build-binaries.sh.
 #
 #   hack/cluster.sh up   [--name N] [--profile gang|stock] [--gpu-nodes N] [--cpu-nodes N] [--model NAME]... [--bench]
-#                        [--real-node | --real-nodes N]
+#                        [--real-node | --real-nodes N] [--kueue]
 #   hack/cluster.sh down [--name N]
 #   hack/cluster.sh env  [--name N]      prints `export KUBECONFIG=...` for a shell to eval
 #   hack/cluster.sh status [--name N]    exits non-zero unless every component is alive
@@ -22,6 +22,9 @@
 #         reach it; KWOK manages only the simulated nodes. One per machine: it changes the host's network.
 # --real-nodes N adds N of them (up to 8), real-node-1 .. real-node-N, each with its own network (its own port
 #         8080 for host-network pods: the prefill-decode guide needs one node per engine and decoder pod).
+# --kueue adds Kueue (sigs.k8s.io/kueue, built from its Go module) with its `pod` integration: its CRDs, its manager
+#         as a process of the cluster (state in kueue/, log in logs/kueue.log) and its webhooks for pods that name a
+#         queue and for its own objects. Given at creation; `up` restarts it when it stopped.
 #
 # `up` is idempotent: an existing healthy cluster is kept; a stopped one is started again.
 # State lives in $OMENATIVE_STATE_DIR (default: .work/ in the checkout), so two checkouts never share a cluster,
@@ -46,6 +49,7 @@ models=()
 bench=false
 real_node=false
 real_nodes=1
+kueue=false
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --name) name=$2; shift 2 ;;
@@ -56,7 +60,8 @@ while [[ $# -gt 0 ]]; do
     --bench) bench=true; shift ;;
     --real-node) real_node=true; shift ;;
     --real-nodes) real_node=true; real_nodes=$2; shift 2 ;;
-    -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --kueue) kueue=true; shift ;;
+    -h|--help) sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
@@ -219,6 +224,56 @@ install_podgroup_crds() {
   kubectl wait --for=condition=Established crd/podgroups.scheduling.x-k8s.io crd/elasticquotas.scheduling.x-k8s.io --timeout=30s >/dev/null
 }
 
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# Kueue's manager as a process of the cluster: its CRDs first (it does not start without them), a serving
+# certificate for 127.0.0.1 (no Service fronts it), its configuration, then its webhook configurations.
+start_kueue() {
+  local dir="$cluster_dir/kueue" src port health i
+  src=$(module_dir "sigs.k8s.io/kueue@$KUEUE_VERSION")
+  mkdir -p "$dir" "$cluster_dir/pids" "$cluster_dir/logs"
+  if [[ -f "$cluster_dir/pids/kueue.pid" ]] && alive "$(cat "$cluster_dir/pids/kueue.pid")"; then
+    port=$(cat "$dir/port")
+  else
+    kubectl apply --server-side --force-conflicts -f "$src/config/components/crd/bases" >/dev/null
+    for i in $(seq 1 20); do  # kubectl wait fails at once on a CRD the API server has not given conditions yet
+      kubectl wait --for=condition=Established --timeout=60s crd/workloads.kueue.x-k8s.io \
+        crd/clusterqueues.kueue.x-k8s.io crd/localqueues.kueue.x-k8s.io crd/resourceflavors.kueue.x-k8s.io \
+        >/dev/null 2>&1 && break
+      [[ $i == 20 ]] && die "Kueue's CRDs were not established"
+      sleep 0.5
+    done
+    kubectl create namespace kueue-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+    if [[ ! -f "$dir/tls.crt" ]]; then
+      openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj "/CN=kueue-webhook" \
+        -addext "subjectAltName=IP:127.0.0.1" -keyout "$dir/tls.key" -out "$dir/tls.crt" 2>/dev/null
+    fi
+    port=$(free_port); health=$(free_port)
+    echo "$port" > "$dir/port"
+    printf '%s\n' \
+      "apiVersion: config.kueue.x-k8s.io/v1beta2" "kind: Configuration" "namespace: kueue-system" \
+      "health:" "  healthProbeBindAddress: 127.0.0.1:$health" "metrics:" '  bindAddress: "0"' \
+      "webhook:" "  host: 127.0.0.1" "  port: $port" "  certDir: $dir" "leaderElection:" "  leaderElect: false" \
+      "internalCertManagement:" "  enable: false" "manageJobsWithoutQueueName: false" \
+      "integrations:" '  frameworks: ["pod"]' > "$dir/config.yaml"
+    # The visibility API server needs an aggregated API registration and certificates of its own: not used here.
+    KUEUE_METRICS_CERT_DIR="$dir" "$bin/kueue" --config="$dir/config.yaml" --kubeconfig="$kubeconfig" \
+      --feature-gates=VisibilityOnDemand=false >>"$cluster_dir/logs/kueue.log" 2>&1 &
+    echo $! > "$cluster_dir/pids/kueue.pid"
+    for i in $(seq 1 120); do
+      python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$health/readyz', timeout=2)" \
+        2>/dev/null && break
+      alive "$(cat "$cluster_dir/pids/kueue.pid")" || die "kueue exited at start; see $cluster_dir/logs/kueue.log"
+      [[ $i == 120 ]] && die "kueue did not become ready; see $cluster_dir/logs/kueue.log"
+      sleep 0.5
+    done
+  fi
+  kubectl create --dry-run=client -o json -f "$src/config/components/webhook/manifests.yaml" \
+    | python3 "$here/sim/kueue-webhooks.py" "$port" "$dir/tls.crt" \
+    | kubectl apply --server-side --force-conflicts -f - >/dev/null
+  log "kueue $KUEUE_VERSION serving (webhooks on 127.0.0.1:$port, log: $cluster_dir/logs/kueue.log)"
+}
+
 create_nodes() {
   local args=(--gpu "$gpu_nodes" --cpu "$cpu_nodes") m
   for m in "${models[@]+"${models[@]}"}"; do args+=(--model "$m"); done
@@ -229,12 +284,15 @@ create_nodes() {
 }
 
 up() {
-  local start=$SECONDS config reason
+  local start=$SECONDS config reason build=()
+  [[ $kueue == true || -d "$cluster_dir/kueue" ]] && build+=(--kueue)
   if [[ $real_node == true ]]; then
     reason=$(realnode_supported) || die "this machine cannot run a real node: $reason"
-    "$here/build-binaries.sh" --real-node
-  else
-    "$here/build-binaries.sh"
+    build+=(--real-node)
+  fi
+  "$here/build-binaries.sh" "${build[@]+"${build[@]}"}"
+  if [[ $kueue == true && -f "$kubeconfig" && ! -d "$cluster_dir/kueue" ]]; then
+    die "cluster $name was created without --kueue: run hack/cluster.sh down --name $name first"
   fi
   if [[ -f "$kubeconfig" ]]; then
     if ! api_ready || ! components_alive 2>/dev/null; then
@@ -257,6 +315,7 @@ up() {
   for _ in $(seq 1 60); do api_ready && break; sleep 0.5; done
   api_ready || die "kube-apiserver did not become ready; logs in $cluster_dir/logs"
   [[ $profile == gang ]] && install_podgroup_crds
+  if [[ $kueue == true || -d "$cluster_dir/kueue" ]]; then start_kueue; fi
   create_nodes
   if [[ $real_node == true ]]; then
     REAL_NODE_MODELS="${models[*]+"${models[*]}"}" "$here/realnode/node.sh" up "$cluster_dir" "$real_nodes"
@@ -295,5 +354,5 @@ case "$cmd" in
   down) down ;;
   env) [[ -f "$kubeconfig" ]] || die "cluster $name is not up (run hack/cluster.sh up)"; echo "export KUBECONFIG=$kubeconfig" ;;
   status) api_ready && components_alive ;;
-  *) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -17,5 +17,7 @@ OMENATIVE_BIN_DIR="${OMENATIVE_BIN_DIR:-$OMENATIVE_CACHE_DIR/k8s-$K8S_VERSION.sp
 CONTROL_PLANE_BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl
   coscheduling-scheduler podgroup-controller kwok kwokctl)
 COREDNS_VERSION=v1.14.7
+# Optional parts, built only when asked for (hack/cluster.sh up --kueue).
+KUEUE_VERSION=v0.17.0
 # The real node's (hack/cluster.sh --real-node): built only when asked for.
 REAL_NODE_BINARIES=(kubelet kube-proxy coredns standin)

@@ -52,7 +52,7 @@ def test_a_gangs_pods_form_one_kueue_pod_group_per_attempt() -> None:
     pods = render_instance(attrs.evolve(REF, incarnation=3), queued)
     assert {p["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] for p in pods} == {"s-engine-0-3"}
     assert all(p["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] == "2" for p in pods)
-    assert all(p["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-serving"] == "true" for p in pods)
+    assert all(p["metadata"]["annotations"]["kueue.x-k8s.io/retriable-in-group"] == "false" for p in pods)
     # Without a queue, no Kueue labels at all.
     assert all("kueue.x-k8s.io/pod-group-name" not in p["metadata"]["labels"] for p in render_instance(REF, RUNNERS))
     long = kueue_group_name(attrs.evolve(REF, isvc="x" * 60))

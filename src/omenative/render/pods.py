@@ -111,7 +111,7 @@ def _with_env(container: JSONDict, ome_env: list[JSONDict]) -> JSONDict:
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 KUEUE_POD_GROUP = "kueue.x-k8s.io/pod-group-name"
 KUEUE_GROUP_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
-KUEUE_GROUP_SERVING = "kueue.x-k8s.io/pod-group-serving"
+KUEUE_RETRIABLE_IN_GROUP = "kueue.x-k8s.io/retriable-in-group"
 
 
 def kueue_group_name(ref: InstanceRef) -> str:
@@ -153,11 +153,13 @@ def render_pod(ref: InstanceRef, slot: PodSlot, runners: list[JSONDict]) -> JSON
     annotations = dict(meta.get("annotations") or {})
     if labels.get(KUEUE_QUEUE) and c.RUNNER_LEADER in by_name:
         # Kueue admits the gang as one workload, as the scheduler places it as one PodGroup: a pod group per
-        # attempt (a restarted Instance's pods never join the workload of the pods they replace), of every pod,
-        # long-running (serving: Kueue keeps it admitted while a pod is replaced).
+        # attempt, of every pod. omenative replaces a gang whole, at the next incarnation (a new group), so the
+        # group is not retriable: once none of its pods runs (the attempt was removed or replaced), Kueue finishes
+        # its workload and releases its quota. (A serving group is never finished: the quota of a removed Instance
+        # would stay taken.)
         labels[KUEUE_POD_GROUP] = kueue_group_name(ref)
         annotations[KUEUE_GROUP_TOTAL] = str(pod_count(runners))
-        annotations[KUEUE_GROUP_SERVING] = "true"
+        annotations[KUEUE_RETRIABLE_IN_GROUP] = "false"
     metadata: JSONDict = {"name": name, "namespace": ref.namespace, "labels": labels}
     if annotations:
         metadata["annotations"] = annotations
