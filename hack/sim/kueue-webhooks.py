@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -31,7 +32,7 @@ def keep(webhook: dict[str, Any]) -> bool:
 
 def main() -> None:
     port, ca_file = sys.argv[1], sys.argv[2]
-    ca = base64.b64encode(open(ca_file, "rb").read()).decode()
+    ca = base64.b64encode(Path(ca_file).read_bytes()).decode()
     text, decoder, items, at = sys.stdin.read(), json.JSONDecoder(), [], 0
     while text[at:].strip():  # kubectl prints one JSON document per object, one after the other
         obj, end = decoder.raw_decode(text, at + len(text[at:]) - len(text[at:].lstrip()))
