@@ -14,6 +14,8 @@
 #                  daemon) instead of a local process
 #   --with-prometheus  also run a Prometheus server (Debian's package, installed when missing) that scrapes
 #                  omenative, and print its URL and a query to try
+#   --kueue        also run Kueue (hack/cluster.sh --kueue) with a ClusterQueue `gpus` of 8 GPUs and a LocalQueue
+#                  `gpu-queue` in the examples' namespaces: label an InferenceService kueue.x-k8s.io/queue-name=gpu-queue
 #
 # The prefill-decode example uses OME's catalog runtime and model, read from $OME_CATALOG (a clone's config/
 # folder; default ../shared/thirdparty/ome/config); without it, only the multi-node example runs.
@@ -180,7 +182,8 @@ start() {
   log "python environment (.venv)"
   ensure_venv "$repo" "plugin" || die "could not install the package into .venv"
   log "control plane (the first run builds it from source, which takes a while)"
-  cluster up --gpu-nodes 4 --cpu-nodes 1 ${real_node:+--real-node} || die "the control plane did not come up"
+  cluster up --gpu-nodes 4 --cpu-nodes 1 ${real_node:+--real-node} ${kueue:+--kueue} \
+    || die "the control plane did not come up"
   eval "$(cluster env)"
   export KUBECONFIG
   PATH="$(bin_dir):$PATH"
@@ -225,6 +228,23 @@ start() {
     log "skipping the prefill-decode example: no OME catalog at $catalog (set OME_CATALOG)"
   fi
 
+  if [[ -n "$kueue" ]]; then
+    # A queue to try Kueue with: 8 GPUs for the examples' namespaces; the examples themselves name no queue.
+    printf '%s\n' \
+      'apiVersion: kueue.x-k8s.io/v1beta2' 'kind: ResourceFlavor' 'metadata: {name: gpu}' '---' \
+      'apiVersion: kueue.x-k8s.io/v1beta2' 'kind: ClusterQueue' 'metadata: {name: gpus}' 'spec:' \
+      '  namespaceSelector: {}' '  resourceGroups:' '  - coveredResources: [cpu, memory, nvidia.com/gpu]' \
+      '    flavors:' '    - name: gpu' '      resources:' '      - {name: cpu, nominalQuota: "512"}' \
+      '      - {name: memory, nominalQuota: 4Ti}' '      - {name: nvidia.com/gpu, nominalQuota: "8"}' \
+      | kubectl apply -f - >&2
+    local ns
+    for ns in qwen3-multi-node llama-demo; do
+      kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+      printf '%s\n' 'apiVersion: kueue.x-k8s.io/v1beta2' 'kind: LocalQueue' \
+        "metadata: {name: gpu-queue, namespace: $ns}" 'spec: {clusterQueue: gpus}' | kubectl apply -f - >&2
+    done
+  fi
+
   log "waiting for the examples to be Ready (up to $timeout)"
   wait_ready inferenceservice/qwen3-multi-node qwen3-multi-node || return 1
   if [[ $pd == 1 ]]; then
@@ -251,6 +271,11 @@ start() {
       echo "  # Prometheus: http://127.0.0.1:$(cat "$sandbox/prometheus.port") (Ready engine Instances, by PromQL)"
       echo "  curl -s http://127.0.0.1:$(cat "$sandbox/prometheus.port")/api/v1/query --data-urlencode 'query=sum by (component) (omenative_instances{job=\"omenative-metrics\",phase=\"Ready\"})'"
     fi
+    if [[ -n "$kueue" ]]; then
+      echo "  # Kueue: put the multi-node example in the queue (its new pods wait for Kueue to admit them)"
+      echo "  kubectl label inferenceservice qwen3-multi-node -n qwen3-multi-node kueue.x-k8s.io/queue-name=gpu-queue"
+      echo "  kubectl get workloads,clusterqueues -A"
+    fi
     echo "  hack/sandbox.sh down"
     echo
   }
@@ -268,12 +293,13 @@ start() {
   return 1
 }
 
-real_node="" in_cluster="" with_prometheus="" action=""
+real_node="" in_cluster="" with_prometheus="" kueue="" action=""
 for arg in "$@"; do
   case "$arg" in
     --real-node) real_node=1 ;;
     --in-cluster) in_cluster=1 ;;
     --with-prometheus) with_prometheus=1 ;;
+    --kueue) kueue=1 ;;
     *) [[ -z "$action" ]] || die "one of --detach, env or down"; action=$arg ;;
   esac
 done
