@@ -27,7 +27,14 @@ from omenative.kube.annotations import remove_answered
 from omenative.kube.client import JSON_PATCH, ApiError
 from omenative.kube.controller import Result, split_key
 from omenative.kube.expectations import expected
-from omenative.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS, PODS
+from omenative.kube.resources import (
+    CONTROLLER_REVISIONS,
+    INFERENCE_REPLICAS,
+    INFERENCE_SERVICES,
+    NODES,
+    PODGROUPS,
+    PODS,
+)
 from omenative.observe.pods import PodFacts, is_true, parse_time, pod_facts
 from omenative.render import objects
 from omenative.render.pods import pod_count, scale_limit
@@ -224,7 +231,15 @@ class InferenceReplicaController:
             freeze=paused and spec.get("pauseMode") == "Freeze",
             refusals=ctx.refusals.of_replica(f"{meta['namespace']}/{meta['name']}"),
             podgroups_terminating=self.podgroups_terminating(f"{meta['namespace']}/{meta['name']}"),
+            unknown_nodes=self.unknown_nodes(pods),
         )
+
+    def unknown_nodes(self, pods: dict[int, list[PodFacts]]) -> frozenset[str]:
+        """The nodes of the replica's pods that do not report Ready (known only where nodes are watched)."""
+        if not self.ctx.caches.has(NODES):
+            return frozenset()
+        names = {p.node for facts in pods.values() for p in facts if p.node and p.terminating}
+        return frozenset(name for name, health in self.ctx.node_health(names).items() if not health.ready)
 
     def podgroups_terminating(self, key: str) -> frozenset[int]:
         """Instances whose PodGroup is being deleted (an earlier attempt's): their pods wait for it to go."""

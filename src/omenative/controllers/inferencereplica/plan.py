@@ -54,6 +54,8 @@ UNSCHEDULABLE = "Unschedulable"  # an operation's `waiting`: the scheduler canno
 PAUSED = "Paused"  # an operation's `waiting`: the InferenceService's rollout is paused (the clock stops)
 PODGROUP_TERMINATING = "PodGroupTerminating"  # `waiting`: the PodGroup of an earlier attempt is still going
 REFUSED_WAITS = (QUOTA_EXCEEDED, FORBIDDEN)  # `waiting`: the API server refuses the pods, until it no longer does
+NODE_UNKNOWN = "NodeUnknown"  # `waiting`: a pod the Instance must replace is on a node that stopped reporting
+SOURCE_UNROUTED = "SourceUnrouted"  # `waiting` of a surge source out of rotation before its drain (clock runs)
 ALL_POD_READY = "AllPodReady"
 
 
@@ -107,6 +109,7 @@ class ReplicaView:
     # Instances whose PodGroup from an earlier attempt is still being deleted.
     refusals: Mapping[int, Refusal] = attrs.field(factory=dict)
     podgroups_terminating: frozenset[int] = frozenset()
+    unknown_nodes: frozenset[str] = frozenset()  # nodes of the replica's pods whose Ready is not True
     # (Instances asked for, a pod name the count would give) when the count was capped to what the names allow
     # (`replicas` is the cap): a write to /scale that the webhook did not judge.
     capped: tuple[int, str] | None = None
@@ -348,6 +351,12 @@ class _Planner:
             return self.stop_clock(row, op, PODGROUP_TERMINATING)
         if op is not None and op.waiting == PODGROUP_TERMINATING:
             return self.restart_clock(row, op)
+        if op is not None and any(p.node in self.view.unknown_nodes for p in facts.stale if p.node):
+            # The pod it must replace cannot go until its node reports again (or the node is removed): its name,
+            # and so the new pod, wait. Not the Instance's fault: the clock stops.
+            return self.stop_clock(row, op, NODE_UNKNOWN)
+        if op is not None and op.waiting == NODE_UNKNOWN:
+            return self.restart_clock(row, op)
         stuck = self.wedged(facts)
         if stuck is not None:
             message, failure = stuck
@@ -545,6 +554,11 @@ class _Planner:
             if source.phase != UPDATING or op is None or op.step != "Surge" or op.surge_index is None:
                 continue
             target = rows.get(op.surge_index)
+            # The source left rotation before its drain (its pods stopped serving): named, while the clock runs.
+            facts = instance_facts(source, self.view.pods.get(index, []), self.view.pods_per_instance)
+            unrouted = SOURCE_UNROUTED if not facts.serving() else None
+            if op.waiting in (None, SOURCE_UNROUTED) and op.waiting != unrouted:
+                source = rows[index] = attrs.evolve(source, operation=attrs.evolve(op, waiting=unrouted))
             if target is not None and target.phase == READY and self.view.paused:
                 continue  # paused: old and new pods run side by side until the resume
             if target is not None and target.phase == READY:
