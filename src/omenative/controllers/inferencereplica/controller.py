@@ -36,6 +36,7 @@ from omenative.kube.resources import (
     PODS,
 )
 from omenative.observe.pods import PodFacts, is_true, parse_time, pod_facts
+from omenative.observe.refusals import classify
 from omenative.render import objects
 from omenative.render.pods import pod_count, scale_limit
 
@@ -142,7 +143,17 @@ class InferenceReplicaController:
         self._progress.pop(key, None)
         if result.audit:
             # The audit history first: a crash before the status write repeats the same rows (upserted by ID).
-            await audit.record(ctx, parent if parent is not ir else None, namespace, isvc, result.audit)
+            try:
+                await audit.record(ctx, parent if parent is not ir else None, namespace, isvc, result.audit)
+            except ApiError as exc:
+                # Refused (a ConfigMap quota, a webhook): the migration waits for its history, said once, and the
+                # queue's backoff tries again.
+                if classify(exc.status, exc.reason, exc.message) is not None and \
+                        ctx.refusals.announce_child(key, "ConfigMap", exc.message):
+                    ctx.events.event(ir, "Warning", "FailedCreate", f"Error writing the migration audit history "
+                                     f"ConfigMap {objects.migration_audit_name(isvc)}: {exc.message}")
+                raise
+            ctx.refusals.children_written(key)  # written: a refusal that comes back is news again
         written = await ctx.applier.apply_status(INFERENCE_REPLICAS, name, namespace, status)
         version = (written or {}).get("metadata", {}).get("resourceVersion")
         if version and version != meta.get("resourceVersion"):  # a write was made (not skipped as a no-op)
