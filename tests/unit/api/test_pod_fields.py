@@ -14,6 +14,7 @@ from omenative.api.pod_fields import (
     pod_part_problems,
     size_problems,
 )
+from tests.support.catalog import MULTI_NODE_SEED, PD_SEED, runtimes, seed_yaml_blocks
 
 pytestmark = pytest.mark.unit
 
@@ -70,3 +71,17 @@ def test_a_spec_too_large_to_copy_names_its_largest_field() -> None:
     (problem,) = size_problems(spec)
     assert "the largest field is spec.engine.runner.env[0].value (600002 bytes)" in problem
     assert size_problems({"engine": {"runner": {"image": "i"}}}) == []
+
+
+def test_every_catalog_runtime_and_seed_passes_the_type_check() -> None:
+    """No false refusal: OME's 207 catalog runtimes and the guides' objects have every pod field of its type."""
+    configs = ("engineConfig", "decoderConfig", "routerConfig")
+    checked = 0
+    for where, runtime in runtimes():
+        assert component_problems(runtime.get("spec") or {}, "spec", configs) == [], where
+        checked += 1
+    for obj in seed_yaml_blocks(MULTI_NODE_SEED) + seed_yaml_blocks(PD_SEED):
+        keys = configs if obj["kind"] == "ClusterServingRuntime" else ("engine", "decoder", "router")
+        assert component_problems(obj.get("spec") or {}, "spec", keys) == [], obj["metadata"]["name"]
+        checked += 1
+    assert checked == 207 + 4
