@@ -78,17 +78,20 @@ build_kwok() {
   # The simulated kubelet carries one patch (hack/sim/kwok-pod-delete-uid.patch): it deletes a pod with a UID
   # precondition, as the kubelet does. Without it, a delete job KWOK queued for a pod already gone removes the
   # controller's new pod of the same name (a chaos run in CI saw a restarted Instance's leader deleted so).
-  # Rebuilt whenever the patch changes.
-  local patch="$here/sim/kwok-pod-delete-uid.patch" src work
-  if missing kwok || ! cmp -s "$patch" "$bin/kwok.patch"; then
-    src=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
-    work="$OMENATIVE_CACHE_DIR/src/kwok-$KWOK_VERSION-patched"
-    rm -rf "$work"; mkdir -p "$(dirname "$work")"
-    cp -r "$src" "$work"; chmod -R u+w "$work"
-    (cd "$work" && patch -p1 --quiet < "$patch")
-    timed_build kwok bash -c "cd '$work' && go build -trimpath -ldflags '-s -w' -o '$bin/kwok.tmp' ./cmd/kwok && mv '$bin/kwok.tmp' '$bin/kwok'"
-    cp "$patch" "$bin/kwok.patch"
-  fi
+  build_patched kwok "sigs.k8s.io/kwok@$KWOK_VERSION" "$here/sim/kwok-pod-delete-uid.patch" ./cmd/kwok
+}
+
+# A binary built from a copy of its Go module with one of our patches applied; rebuilt whenever the patch changes.
+build_patched() {  # name, module@version, patch, package
+  local name=$1 module=$2 patch=$3 package=$4 src work
+  if ! missing "$name" && cmp -s "$patch" "$bin/$name.patch"; then return 0; fi
+  src=$(go mod download -json "$module" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  work="$OMENATIVE_CACHE_DIR/src/${module//[\/@]/-}-patched"
+  rm -rf "$work"; mkdir -p "$(dirname "$work")"
+  cp -r "$src" "$work"; chmod -R u+w "$work"
+  (cd "$work" && patch -p1 --quiet < "$patch")
+  timed_build "$name" bash -c "cd '$work' && go build -trimpath -ldflags '-s -w' -o '$bin/$name.tmp' $package && mv '$bin/$name.tmp' '$bin/$name'"
+  cp "$patch" "$bin/$name.patch"
 }
 
 build_coredns() {
@@ -105,16 +108,8 @@ build_standin() {  # rebuilt whenever its source is newer than the binary
 build_kueue() {  # optional (hack/cluster.sh up --kueue): Kueue's manager, from its Go module
   # With one patch (hack/sim/kueue-metrics-cert-dir.patch): without its internal certificates, Kueue reads its
   # metrics certificate from /etc/kueue/metrics/certs only; KUEUE_METRICS_CERT_DIR moves it into the cluster's state,
-  # so that nothing is written to the host's /etc. Rebuilt whenever the patch changes.
-  local patch="$here/sim/kueue-metrics-cert-dir.patch" src work
-  if ! missing kueue && cmp -s "$patch" "$bin/kueue.patch"; then return 0; fi
-  src=$(go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
-  work="$OMENATIVE_CACHE_DIR/src/kueue-$KUEUE_VERSION-patched"
-  rm -rf "$work"; mkdir -p "$(dirname "$work")"
-  cp -r "$src" "$work"; chmod -R u+w "$work"
-  (cd "$work" && patch -p1 --quiet < "$patch")
-  timed_build kueue bash -c "cd '$work' && go build -trimpath -ldflags '-s -w' -o '$bin/kueue.tmp' ./cmd/kueue && mv '$bin/kueue.tmp' '$bin/kueue'"
-  cp "$patch" "$bin/kueue.patch"
+  # so that nothing is written to the host's /etc.
+  build_patched kueue "sigs.k8s.io/kueue@$KUEUE_VERSION" "$here/sim/kueue-metrics-cert-dir.patch" ./cmd/kueue
 }
 
 real_node=false
