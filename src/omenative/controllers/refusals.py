@@ -15,12 +15,15 @@ import attrs
 
 from omenative.observe.refusals import Refusal, cause_key
 
+CHILDREN = "children:"  # the scope prefix of refused children, apart from a replica's own Instances
+
 
 @attrs.define
 class Refusals:
     _by_instance: dict[str, Refusal] = attrs.field(factory=dict)  # "{namespace}/{replica}/{index}" -> refusal
-    _announced: dict[str, set[str]] = attrs.field(factory=dict)  # "{namespace}/{replica}" -> cause keys
-    _children: dict[str, set[str]] = attrs.field(factory=dict)  # "{namespace}/{isvc}" -> causes of refused children
+    # What was announced, by scope: a replica ("{namespace}/{replica}", its Instances' refusals) or the writer of
+    # other objects (`CHILDREN` + "{namespace}/{name}"), each a set of cause keys.
+    _announced: dict[str, set[str]] = attrs.field(factory=dict)
 
     @staticmethod
     def replica_of(instance_key: str) -> str:
@@ -34,27 +37,25 @@ class Refusals:
         self._by_instance[instance_key] = refusal
         return refusal
 
+    def _first(self, scope: str, key: str) -> bool:
+        seen = self._announced.setdefault(scope, set())
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
+
     def announce(self, instance_key: str, refusal: Refusal) -> bool:
         """True the first time the replica meets this cause (its event is due)."""
-        seen = self._announced.setdefault(self.replica_of(instance_key), set())
-        key = cause_key(refusal.cause, refusal.kind, refusal.message)
-        if key in seen:
-            return False
-        seen.add(key)
-        return True
+        return self._first(self.replica_of(instance_key), cause_key(refusal.cause, refusal.kind, refusal.message))
 
-    def announce_child(self, isvc_key: str, kind: str, message: str) -> bool:
-        """True the first time an InferenceService's child write is refused for this cause (its event is due)."""
-        seen = self._children.setdefault(isvc_key, set())
-        key = cause_key("", kind, message)
-        if key in seen:
-            return False
-        seen.add(key)
-        return True
+    def announce_child(self, owner_key: str, kind: str, message: str) -> bool:
+        """True the first time a write of this object's children (an InferenceService's, or a replica's audit
+        history) is refused for this cause (its event is due)."""
+        return self._first(CHILDREN + owner_key, cause_key("", kind, message))
 
-    def children_written(self, isvc_key: str) -> None:
-        """Every child of the InferenceService was written: a cause that comes back is news again."""
-        self._children.pop(isvc_key, None)
+    def children_written(self, owner_key: str) -> None:
+        """Every child was written: a cause that comes back is news again."""
+        self._announced.pop(CHILDREN + owner_key, None)
 
     def clear(self, instance_key: str) -> bool:
         """The Instance's writes went through (or it needs none): True when a refusal was standing."""

@@ -807,9 +807,10 @@ def _conditions(view: ReplicaView, rows: list[InstanceStatus], counts_: Counts,
                              message="migration requests wait in Accepted until the controller's migration caps "
                                      "(audit.maxMigrationsPerWindow, audit.window, audit.maxInFlightMigrations) are "
                                      "set", last_transition_time=now))
+    by_index = {row.index: row for row in rows} if view.refusals else {}
     refused = sorted((index, r) for index, r in view.refusals.items()
-                     if any(row.index == index and (row.incarnation or 1) == r.incarnation and row.phase != DELETING
-                            for row in rows))
+                     if (row := by_index.get(index)) is not None and (row.incarnation or 1) == r.incarnation
+                     and row.phase != DELETING)
     if refused:
         # As the ReplicaSet controller's ReplicaFailure: present while the API server refuses creates, with its words.
         index, first = refused[0]

@@ -20,6 +20,7 @@ from omenative.controllers.context import BY_INSTANCE, Context
 from omenative.controllers.inferencereplica import migration
 from omenative.controllers.inferencereplica.plan import CREATING, RESTARTING, UPDATING
 from omenative.controllers.instance import plan as planner
+from omenative.controllers.refusals import Refusals
 from omenative.kube.client import ApiError
 from omenative.kube.controller import Result
 from omenative.kube.expectations import expected
@@ -162,7 +163,7 @@ class InstanceController:
     async def refusal_cleared(self, key: str, ir: Obj) -> None:
         """The Instance's writes go through again: its replica is told, so its row stops waiting."""
         if self.ctx.refusals.clear(key):
-            self.ctx.queues["inferencereplica"].add(f"{ir['metadata']['namespace']}/{ir['metadata']['name']}")
+            self.ctx.queues["inferencereplica"].add(Refusals.replica_of(key))
 
     def refused(self, key: str, ir: Obj, obj: Obj, exc: ApiError, cause: str, incarnation: int) -> Refusal:
         """Records a refused create: the replica's row names it within one pass (the replica is woken), and each
@@ -177,7 +178,7 @@ class InstanceController:
             ctx.events.event(ir, "Warning", "FailedCreate", f"Error creating: {exc.message}")
         log.info("create refused", instance=key, cause=cause, kind=refusal.kind, name=refusal.name,
                  message=exc.message)
-        ctx.queues["inferencereplica"].add(f"{ir['metadata']['namespace']}/{ir['metadata']['name']}")
+        ctx.queues["inferencereplica"].add(Refusals.replica_of(key))
         return refusal
 
     async def execute(self, key: str, ir: Obj, actions: planner.InstanceActions,
