@@ -65,10 +65,10 @@ from omenative.kube.informers import Caches
 from omenative.kube.lease import LeaderElector
 from omenative.kube.queue import WorkQueue
 from omenative.kube.serve import Endpoints
+from omenative.obj import Obj
 from omenative.observe.pods import pod_got_worse
 
 log = structlog.get_logger(__name__)
-Obj = dict[str, Any]
 
 
 @attrs.frozen(kw_only=True)

@@ -197,8 +197,8 @@ def test_the_surge_avoids_the_node_it_leaves_and_prefers_the_hints() -> None:
     assert preferred["preference"]["matchFields"] == [{"key": "metadata.name", "operator": "In", "values": ["n3"]}]
     records = [MigrationStatus(request_uuid=UUID, phase="SurgePending", surge_instance=2, from_node="n1",
                                hint_target_nodes=["n3"])]
-    assert migration.placement(records, 2) == (("n1",), ("n3",))
-    assert migration.placement([attrs.evolve(records[0], phase="Completed")], 2) == ((), ())
+    assert migration_request.placement(records, 2) == (("n1",), ("n3",))
+    assert migration_request.placement([attrs.evolve(records[0], phase="Completed")], 2) == ((), ())
 
 
 @pytest.mark.parametrize(("value", "error"), [

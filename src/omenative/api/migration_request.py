@@ -11,10 +11,15 @@ from typing import Any
 
 import attrs
 
+from omenative.api.types import MigrationStatus
+
 PREFIX = "ome.io/migration-request-v1-"
 SCHEMA_VERSION = "v1"
 COMPONENTS = ("engine", "decoder", "router")
-TERMINAL_PHASES = ("Completed", "Failed", "Relocated")  # a record in one of these is history, never work
+# A record's phases (status.migrations[].phase), in the order a move goes through them.
+ACCEPTED, SURGE_PENDING, SURGE_READY, DRAINING, COMPLETED, FAILED, RELOCATED = (
+    "Accepted", "SurgePending", "SurgeReady", "Draining", "Completed", "Failed", "Relocated")
+TERMINAL_PHASES = (COMPLETED, FAILED, RELOCATED)  # a record in one of these is history, never work
 MAX_HINTS = 8
 MAX_REASON = 256
 MAX_REQUESTED_BY = 128
@@ -132,3 +137,17 @@ def check_annotations(annotations: dict[str, str] | None, components: set[str]) 
         elif parsed.component not in components:
             errors.append(f"migration request {parsed.uuid}: the InferenceService has no {parsed.component}")
     return errors
+
+
+def active(records: list[MigrationStatus]) -> list[MigrationStatus]:
+    """The records still at work (not history)."""
+    return [r for r in records if r.phase not in TERMINAL_PHASES]
+
+
+def placement(records: list[MigrationStatus], index: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The nodes a surge Instance must avoid and those it prefers, while its migration runs (read by the planner that
+    allocates the surge and by the Instance controller that renders its pods)."""
+    for record in active(records):
+        if record.surge_instance == index and record.phase in (SURGE_PENDING, SURGE_READY, DRAINING):
+            return ((record.from_node,) if record.from_node else ()), tuple(record.hint_target_nodes or ())
+    return (), ()

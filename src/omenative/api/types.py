@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from omenative.api.phases import INSTANCE_PHASES
 from omenative.api.schema import JSON, Model, field
 
 DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
@@ -621,8 +622,7 @@ class InstanceStatus(Model):
     __schema_preserve_unknown__: ClassVar[bool] = True
     index: int | None = field("index", "The Instance's index.", required=True, minimum=0)
     incarnation: int | None = field("incarnation", "Raised by one each time the Instance's pods are recreated.")
-    phase: str | None = field("phase", "What the Instance is doing.", enum=(
-        "Pending", "Creating", "Ready", "Updating", "Restarting", "Migrating", "Failed", "Deleting"))
+    phase: str | None = field("phase", "What the Instance is doing.", enum=INSTANCE_PHASES)
     running_revision: str | None = field("runningRevision", "Revision the pods run.")
     target_revision: str | None = field("targetRevision", "Revision the Instance should run.")
     pod_count: int | None = field("podCount", "Pods present.")

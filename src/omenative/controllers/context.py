@@ -6,7 +6,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import attrs
 
@@ -35,10 +35,10 @@ from omenative.kube.resources import (
     SERVING_RUNTIMES,
     Resource,
 )
+from omenative.obj import Obj
 from omenative.observe.nodes import NodeHealth, node_health
 from omenative.render import objects
 
-Obj = dict[str, Any]
 T = TypeVar("T")
 
 # Cache index names.

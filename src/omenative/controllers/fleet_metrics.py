@@ -16,10 +16,11 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from omenative.api import constants as c
+from omenative.api.phases import INSTANCE_PHASES
 from omenative.api.types import InstanceStatus
-from omenative.controllers.context import Obj
+from omenative.obj import Obj
 
-PHASES = ("Pending", "Creating", "Ready", "Updating", "Restarting", "Migrating", "Failed", "Deleting")
+PHASES = INSTANCE_PHASES
 
 instance_restarts_total = CounterMetric(
     "omenative_instance_restarts", "Instances whose pods were recreated, by component and cause (the failure's reason)",

@@ -25,10 +25,10 @@ from omenative.api.constants import ANN_APPLIED_HASH, FIELD_MANAGER
 from omenative.kube import metrics
 from omenative.kube.client import ApiError, KubeClient
 from omenative.kube.resources import Resource
+from omenative.obj import Obj
 
 log = structlog.get_logger(__name__)
 
-Obj = dict[str, Any]
 Lookup = Callable[[Resource, str | None, str], Obj | None]
 
 

@@ -18,8 +18,8 @@ import structlog
 
 from omenative.kube import metrics
 from omenative.kube.resources import Resource
+from omenative.obj import Obj
 
-Obj = dict[str, Any]
 Transform = Callable[[Obj], Obj]
 IndexFunc = Callable[[Obj], Iterable[str]]
 

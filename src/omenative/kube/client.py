@@ -27,8 +27,8 @@ from omenative import __version__
 from omenative.kube import metrics
 from omenative.kube.credentials import Credentials, denies_identity
 from omenative.kube.resources import Resource
+from omenative.obj import Obj
 
-Obj = dict[str, Any]
 USER_AGENT = f"omenative/{__version__}"
 
 APPLY_PATCH = "application/apply-patch+yaml"

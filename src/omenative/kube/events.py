@@ -19,7 +19,6 @@ import datetime as dt
 import heapq
 import socket
 import uuid
-from typing import Any
 
 import attrs
 import structlog
@@ -27,10 +26,10 @@ import structlog
 from omenative.kube.client import ApiError, KubeClient
 from omenative.kube.clock import Clock, RealClock
 from omenative.kube.resources import EVENTS
+from omenative.obj import Obj
 
 log = structlog.get_logger(__name__)
 
-Obj = dict[str, Any]
 MAX_MESSAGE = 1024
 SPAM_BURST = 25
 SPAM_REFILL_SECONDS = 300.0

@@ -12,8 +12,7 @@ from omenative.kube.cache import Handler, IndexFunc, Store, Transform, strip_ser
 from omenative.kube.client import KubeClient
 from omenative.kube.reflector import Informer
 from omenative.kube.resources import Resource
-
-Obj = dict[str, Any]
+from omenative.obj import Obj
 
 
 class Caches:

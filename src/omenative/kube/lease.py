@@ -13,7 +13,6 @@ import asyncio
 import datetime as dt
 import random
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import structlog
 
@@ -21,10 +20,10 @@ from omenative.kube import metrics
 from omenative.kube.client import ApiError, KubeClient
 from omenative.kube.clock import Clock, RealClock
 from omenative.kube.resources import LEASES
+from omenative.obj import Obj
 
 log = structlog.get_logger(__name__)
 
-Obj = dict[str, Any]
 JITTER = 1.2
 
 

@@ -33,8 +33,7 @@ from omenative.api.types import InstanceStatus
 from omenative.api.units import InvalidValue, parse_duration
 from omenative.kubectl_ome import held, logs, migration, reports, rollout, scale
 from omenative.kubectl_ome.output import REPORT_VERSION, emit, print_table
-
-Obj = dict[str, Any]
+from omenative.obj import Obj
 
 
 def shorten(value: str, width: int = 11) -> str:

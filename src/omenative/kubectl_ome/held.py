@@ -18,8 +18,8 @@ from typing import Any
 
 from omenative.api import constants as c
 from omenative.kubectl_ome.output import REPORT_VERSION, emit, print_table
+from omenative.obj import Obj
 
-Obj = dict[str, Any]
 RELEASE_ANNOTATION = "ome.io/release-held-revision"
 STATES = {"Backoff": "BACKOFF", "RetryInProgress": "RUNNING", "Held": "HELD"}
 ACTION_SECONDS = 45.0

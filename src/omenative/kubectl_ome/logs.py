@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from omenative.api import constants as c
+from omenative.obj import Obj
 
-Obj = dict[str, Any]
 MAIN_CONTAINER = "ome-container"
 _HASH = re.compile(r"^[0-9a-f]{8}$")
 

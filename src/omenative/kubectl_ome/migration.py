@@ -22,8 +22,8 @@ from omenative.api.instance_status import decode_rows
 from omenative.kubectl_ome.held import ACTION_SECONDS, Refused, _confirm, print_table_err
 from omenative.kubectl_ome.output import REPORT_VERSION, emit, print_table
 from omenative.kubectl_ome.rollout import MAILBOXES, PAUSED, READ_FAILED, read_target
+from omenative.obj import Obj
 
-Obj = dict[str, Any]
 TERMINAL = migration_request.TERMINAL_PHASES
 PRECONDITION = "migration precondition conflicts or is stale; inspect migration status and retry explicitly"
 REJECTED = "guarded migration rejected; inspect migration status using preview UUID"

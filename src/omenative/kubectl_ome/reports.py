@@ -16,8 +16,8 @@ import attrs
 
 from omenative.api import constants as c
 from omenative.api import migration_request
+from omenative.obj import Obj
 
-Obj = dict[str, Any]
 Rows = list[tuple[str, str]]
 
 CONDITION_STATUSES = ("True", "False", "Unknown")

@@ -19,8 +19,8 @@ from omenative.api.rollout_validation import is_sequence, progression, validate_
 from omenative.controllers.inferenceservice.rollout import gate_of, plan_digest, primary_of, topology
 from omenative.kubectl_ome.held import ACTION_SECONDS, Refused, _confirm, print_table_err
 from omenative.kubectl_ome.output import REPORT_VERSION, emit, print_table
+from omenative.obj import Obj
 
-Obj = dict[str, Any]
 PAUSED = "ome.io/rollout-paused"
 PROMOTE = "ome.io/rollout-promote"
 ROLLBACK = "ome.io/rollout-rollback"

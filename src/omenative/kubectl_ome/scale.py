@@ -21,8 +21,8 @@ from omenative.api.instance_status import decode_rows
 from omenative.kubectl_ome.held import Refused, print_table_err
 from omenative.kubectl_ome.output import REPORT_VERSION, emit, print_table
 from omenative.kubectl_ome.rollout import MAILBOX, MAILBOXES, READ_FAILED, STALE, read_target
+from omenative.obj import Obj
 
-Obj = dict[str, Any]
 ARGS = ("invalid scale arguments; require one service, component engine|decoder|router, positive base-10 --replicas, "
         "supported output/dry-run and valid namespace/context/timeout")
 OVERRIDE = "manual scale is transient and requires --override-autoscaler --yes for every ownership class"

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 import attrs
 
 from omenative.api import constants as c
-
-Obj = dict[str, Any]
+from omenative.obj import Obj
 
 WEDGED_REASONS = frozenset({
     "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError", "CreateContainerError",

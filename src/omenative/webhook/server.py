@@ -39,11 +39,11 @@ from omenative.controllers.context import Context
 from omenative.kube import metrics
 from omenative.kube.client import ApiError
 from omenative.kube.resources import INFERENCE_REPLICAS, MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS
+from omenative.obj import Obj
 from omenative.render.pods import scale_limit
 from omenative.webhook.certs import Bundle, renew
 
 log = structlog.get_logger(__name__)
-Obj = dict[str, Any]
 CONFIGURATION = "omenative"
 MAX_REVIEW_BYTES = 8 * 1024 * 1024
 ROTATION_CHECK_SECONDS = 3600.0

@@ -8,9 +8,8 @@ from typing import Any
 
 from omenative.kube.client import ApiError
 from omenative.kube.resources import CONFIG_MAPS
+from omenative.obj import Obj
 from omenative.render import objects
-
-Obj = dict[str, Any]
 
 
 async def record(ctx: Any, parent: Obj | None, namespace: str, isvc: str, rows: list[Obj]) -> None:

@@ -35,6 +35,7 @@ from omenative.kube.resources import (
     PODGROUPS,
     PODS,
 )
+from omenative.obj import Obj
 from omenative.observe.pods import PodFacts, is_true, parse_time, pod_facts
 from omenative.observe.refusals import classify
 from omenative.render import objects
@@ -43,7 +44,6 @@ from omenative.render.pods import pod_count, scale_limit
 log = structlog.get_logger(__name__)
 # Pod counts alone (routine progress) wait this long for a change that matters before they are written on their own.
 PROGRESS_PERIOD = 5.0
-Obj = dict[str, Any]
 
 
 def migration_caps(config: Any) -> Caps:

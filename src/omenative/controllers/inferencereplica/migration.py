@@ -20,16 +20,22 @@ from typing import Any, Protocol
 import attrs
 
 from omenative.api import migration_request
+from omenative.api.migration_request import (
+    ACCEPTED,
+    COMPLETED,
+    DRAINING,
+    SURGE_PENDING,
+    SURGE_READY,
+    TERMINAL_PHASES,
+)
+from omenative.api.migration_request import FAILED as FAILED_PHASE
+from omenative.api.phases import CREATING, DELETING, FAILED, MIGRATING, READY, UPDATING
 from omenative.api.types import InstanceOperation, InstanceStatus, MigrationStatus
 from omenative.api.units import format_duration
 from omenative.observe.pods import format_time, parse_time
 
-ACCEPTED, SURGE_PENDING, SURGE_READY, DRAINING, COMPLETED, FAILED_PHASE, RELOCATED = (
-    "Accepted", "SurgePending", "SurgeReady", "Draining", "Completed", "Failed", "Relocated")
-TERMINAL = migration_request.TERMINAL_PHASES
+TERMINAL = TERMINAL_PHASES
 MIGRATE = "Migrate"
-MIGRATING = "Migrating"
-READY, CREATING, DELETING, FAILED, UPDATING = "Ready", "Creating", "Deleting", "Failed", "Updating"
 # A surge pod stuck in one of these fails the migration as wedged (MigrationSurgeWedged), not as rejected.
 WEDGED = ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
           "CreateContainerError", "InvalidImageName", "RunContainerError")
@@ -67,18 +73,6 @@ def is_target(row: InstanceStatus) -> bool:
 
 def is_source(row: InstanceStatus) -> bool:
     return row.phase == MIGRATING
-
-
-def active(records: list[MigrationStatus]) -> list[MigrationStatus]:
-    return [r for r in records if r.phase not in TERMINAL]
-
-
-def placement(records: list[MigrationStatus], index: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The nodes a surge Instance must avoid and those it prefers, while its migration runs."""
-    for record in active(records):
-        if record.surge_instance == index and record.phase in (SURGE_PENDING, SURGE_READY, DRAINING):
-            return ((record.from_node,) if record.from_node else ()), tuple(record.hint_target_nodes or ())
-    return (), ()
 
 
 def audit_entry(record: MigrationStatus, component: str, now: float, revision: str | None = None) -> dict[str, Any]:

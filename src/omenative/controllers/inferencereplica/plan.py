@@ -27,9 +27,12 @@ from collections.abc import Mapping
 import attrs
 
 from omenative.api import constants as c
+from omenative.api import migration_request
 from omenative.api.config import ControllerConfig
 from omenative.api.defaults import IN_PLACE_ONLY, RECREATE, SURGE_THEN_DRAIN
+from omenative.api.events import Event
 from omenative.api.naming import MAX_DNS_LABEL
+from omenative.api.phases import CREATING, DELETING, FAILED, MIGRATING, PENDING, READY, RESTARTING, UPDATING
 from omenative.api.readiness import Serving, replica_ready
 from omenative.api.types import (
     Condition,
@@ -46,9 +49,6 @@ from omenative.controllers.inferencereplica.retry import HELD, RetryBlocks, Retr
 from omenative.observe.pods import PodFacts, format_time, parse_time
 from omenative.observe.refusals import FORBIDDEN, QUOTA_EXCEEDED, Refusal
 
-CREATING, READY, RESTARTING, PENDING, FAILED, DELETING, UPDATING = (
-    "Creating", "Ready", "Restarting", "Pending", "Failed", "Deleting", "Updating")
-MIGRATING = migration.MIGRATING
 RETRY_MAX_SECONDS = 600.0
 UNSCHEDULABLE = "Unschedulable"  # an operation's `waiting`: the scheduler cannot place a pod (the clock stops)
 PAUSED = "Paused"  # an operation's `waiting`: the InferenceService's rollout is paused (the clock stops)
@@ -57,13 +57,6 @@ REFUSED_WAITS = (QUOTA_EXCEEDED, FORBIDDEN)  # `waiting`: the API server refuses
 NODE_UNKNOWN = "NodeUnknown"  # `waiting`: a pod the Instance must replace is on a node that stopped reporting
 SOURCE_UNROUTED = "SourceUnrouted"  # `waiting` of a surge source out of rotation before its drain (clock runs)
 ALL_POD_READY = "AllPodReady"
-
-
-@attrs.frozen(kw_only=True)
-class Event:
-    type: str
-    reason: str
-    message: str
 
 
 @attrs.frozen(kw_only=True)
@@ -851,7 +844,8 @@ def plan(view: ReplicaView) -> ReplicaPlan:
     blocks = RetryBlocks.of(view.retry_blocks, view.retry_policy, view.now,
                             {view.revision_name(view.update_revision)})
     planner = _Planner(view, blocks)
-    planner.surges = {r.surge_instance for r in migration.active(view.migrations) if r.surge_instance is not None}
+    planner.surges = {r.surge_instance for r in migration_request.active(view.migrations)
+                      if r.surge_instance is not None}
     rows = {r.index: r for r in view.rows if r.index is not None}
 
     # Adopt Instances whose pods exist without a row (a status write that was lost): never orphan a pod.
@@ -884,8 +878,9 @@ def plan(view: ReplicaView) -> ReplicaPlan:
     moves.take_requests(next_rows)
     moves.step(next_rows, set(next_rows) | set(view.pods))
     records = moves.prune()
-    moving = {r.surge_instance for r in migration.active(records)
-              if r.surge_instance is not None and r.phase in (migration.SURGE_PENDING, migration.SURGE_READY)}
+    moving = {r.surge_instance for r in migration_request.active(records)
+              if r.surge_instance is not None
+              and r.phase in (migration_request.SURGE_PENDING, migration_request.SURGE_READY)}
 
     # Updates: replacements that came up drain their sources; outdated Instances start moving.
     planner.settle_surges(next_rows)

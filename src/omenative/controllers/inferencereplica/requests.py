@@ -10,21 +10,15 @@ from __future__ import annotations
 
 import attrs
 
+from omenative.api.events import Event
+from omenative.api.phases import FAILED
 from omenative.api.types import InstanceStatus
 from omenative.controllers.inferencereplica.retry import RetryBlocks
 
 RESET_ANNOTATION = "ome.io/reset-instances"
 RELEASE_ANNOTATION = "ome.io/release-held-revision"
 RESET_MARKER = "InstancesReset"
-FAILED = "Failed"
-
-
-@attrs.frozen
-class Answer:
-    type: str
-    reason: str
-    message: str
-
+Answer = Event  # what a request is answered with
 
 def reset_marker(incarnation: int) -> str:
     return f"{RESET_MARKER}@{incarnation}"

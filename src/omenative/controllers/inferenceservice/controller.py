@@ -13,6 +13,7 @@ import structlog
 from omenative.api import constants as c
 from omenative.api import migration_request, naming
 from omenative.api.modes import declared_components
+from omenative.api.phases import DELETING, FAILED, READY
 from omenative.api.pod_fields import InvalidSpec
 from omenative.api.readiness import desired_instances
 from omenative.api.selection import Candidate, no_runtime_message, select_runtime
@@ -23,7 +24,6 @@ from omenative.api.validation import validate_inference_service
 from omenative.controllers import fleet_metrics
 from omenative.controllers.context import BY_ISVC, Context, current_revision
 from omenative.controllers.inferencereplica import audit as migration_audit
-from omenative.controllers.inferencereplica.plan import DELETING, FAILED, READY
 from omenative.controllers.inferenceservice import desired, rollout
 from omenative.controllers.inferenceservice.status import build_status
 from omenative.kube.annotations import remove_answered
@@ -48,11 +48,11 @@ from omenative.kube.resources import (
     SERVING_RUNTIMES,
     Resource,
 )
+from omenative.obj import Obj
 from omenative.observe.pods import format_time
 from omenative.render.templates import ModelInfo
 
 log = structlog.get_logger(__name__)
-Obj = dict[str, Any]
 
 BOOTSTRAP_MANAGER = "omenative-bootstrap"
 KIND_RESOURCES: dict[str, Resource] = {

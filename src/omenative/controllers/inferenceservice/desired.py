@@ -17,10 +17,9 @@ from omenative.api.defaults import default_component, is_multi_pod
 from omenative.api.merge import merge_component
 from omenative.api.modes import ModeResolution, resolve_mode
 from omenative.api.pod_fields import InvalidSpec, pod_part_problems
+from omenative.obj import Obj
 from omenative.render import objects
 from omenative.render.templates import ModelInfo, TemplateContext, metrics_port_name, runners, serving_ports
-
-Obj = dict[str, Any]
 
 
 @attrs.frozen(kw_only=True)

@@ -22,9 +22,8 @@ import attrs
 from omenative.api import constants as c
 from omenative.api.rollout_validation import is_sequence, progression
 from omenative.api.units import InvalidValue, format_duration, optional_duration, resolve_int_or_percent
+from omenative.obj import Obj
 from omenative.observe.pods import format_time, parse_time
-
-Obj = dict[str, Any]
 
 PAUSED_ANNOTATION = "ome.io/rollout-paused"
 PROMOTE_ANNOTATION = "ome.io/rollout-promote"

@@ -19,9 +19,9 @@ from omenative.api import constants as c
 from omenative.api.conditions import condition, settle
 from omenative.api.readiness import Serving, component_ready, desired_instances
 from omenative.controllers.inferenceservice.desired import Plan
+from omenative.obj import Obj
 from omenative.observe.pods import is_true
 
-Obj = dict[str, Any]
 COMPONENT_CONDITION = {c.ENGINE: "EngineReady", c.DECODER: "DecoderReady", c.ROUTER: "RouterReady"}
 LIFECYCLE_FIELDS = ("observedGeneration", "currentRevision", "updateRevision", "labelSelector", "replicas",
                     "readyReplicas", "servingReplicas", "availableReplicas", "updatedReplicas",

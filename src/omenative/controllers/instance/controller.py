@@ -8,17 +8,15 @@ causing a second create or delete of the same pod.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
 import structlog
 
 from omenative.api import constants as c
-from omenative.api import naming
+from omenative.api import migration_request, naming
 from omenative.api.defaults import gang_schedule_timeout, ready_timeout
+from omenative.api.phases import CREATING_PHASES
 from omenative.api.types import MigrationStatus
 from omenative.controllers.context import BY_INSTANCE, Context
-from omenative.controllers.inferencereplica import migration
-from omenative.controllers.inferencereplica.plan import CREATING, RESTARTING, UPDATING
 from omenative.controllers.instance import plan as planner
 from omenative.controllers.refusals import Refusals
 from omenative.kube.client import ApiError
@@ -33,14 +31,13 @@ from omenative.kube.resources import (
     PODS,
     Resource,
 )
+from omenative.obj import Obj
 from omenative.observe.pods import format_time, parse_time
 from omenative.observe.refusals import LASTING, Refusal, classify
 from omenative.render import objects
 from omenative.render.pods import InstanceRef, pod_count
 
 log = structlog.get_logger(__name__)
-Obj = dict[str, Any]
-CREATING_PHASES = (CREATING, RESTARTING, UPDATING)
 # A create refused for a cause that clears by itself (quota) is tried again after this long at first, then after
 # half the time the refusal has stood, up to the maximum: a quota freed a minute later is noticed within seconds,
 # one that stays full costs one refused request per Instance every half minute.
@@ -96,7 +93,7 @@ class InstanceController:
         gang = multi and ctx.podgroup_crd_installed()
         podgroup_name = naming.podgroup_name(isvc, component, index) if gang else None
         owner = objects.owner_reference(ir)
-        avoid, prefer = migration.placement(
+        avoid, prefer = migration_request.placement(
             [MigrationStatus.from_dict(m) for m in (ir.get("status") or {}).get("migrations") or []
              if isinstance(m, dict)], index)
         ref = InstanceRef(isvc=isvc, namespace=namespace, component=component, index=index,

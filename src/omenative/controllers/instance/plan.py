@@ -16,25 +16,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
 import attrs
 
+from omenative.api.events import Event
+from omenative.api.phases import CREATING, DELETING, MIGRATING, READY, RESTARTING, UPDATING
 from omenative.api.units import format_duration
-from omenative.controllers.inferencereplica.plan import (
-    CREATING,
-    DELETING,
-    MIGRATING,
-    READY,
-    RESTARTING,
-    UPDATING,
-    Event,
-)
+from omenative.obj import Obj
 from omenative.observe.nodes import GONE, NodeHealth, dead_evidence
 from omenative.observe.pods import PodFacts, pod_facts
 from omenative.render.pods import InstanceRef, pod_count, render_pod, slots
 
-Obj = dict[str, Any]
 DEFAULT_SCHEDULERS = ("", "default-scheduler")
 
 
