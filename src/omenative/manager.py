@@ -21,6 +21,7 @@ import attrs
 import structlog
 from prometheus_client import REGISTRY
 
+from omenative import ome_resources as ome
 from omenative.api import constants as c
 from omenative.api.config import ControllerConfig
 from omenative.api.units import parse_duration
@@ -277,8 +278,8 @@ class Manager:
     # -- wiring
     def _register_caches(self, caches: Caches) -> None:
         managed = f"{c.LABEL_MANAGED_BY}={c.MANAGED_BY_OMENATIVE}"
-        caches.add(r.INFERENCE_SERVICES, indexers={BY_RUNTIME: _runtime_index, BY_MODEL: _model_index})
-        caches.add(r.INFERENCE_REPLICAS, indexers={BY_ISVC: _isvc_label_index})
+        caches.add(ome.INFERENCE_SERVICES, indexers={BY_RUNTIME: _runtime_index, BY_MODEL: _model_index})
+        caches.add(ome.INFERENCE_REPLICAS, indexers={BY_ISVC: _isvc_label_index})
         caches.add(r.PODS, label_selector=managed, transform=slim_pod,
                    indexers={BY_REPLICA: _key_index(replica_key_of), BY_INSTANCE: _key_index(instance_key_of),
                              BY_NODE: _key_index(lambda pod: (pod.get("spec") or {}).get("nodeName"))})
@@ -290,7 +291,7 @@ class Manager:
                        indexers={BY_ISVC: _isvc_label_index})
         for resource in (r.SERVICE_ACCOUNTS, r.ROLES, r.ROLE_BINDINGS, r.CONTROLLER_REVISIONS):
             caches.add(resource, label_selector=c.LABEL_ISVC, indexers={BY_ISVC: _isvc_label_index})
-        for resource in (r.SERVING_RUNTIMES, r.CLUSTER_SERVING_RUNTIMES, r.BASE_MODELS, r.CLUSTER_BASE_MODELS):
+        for resource in (ome.SERVING_RUNTIMES, ome.CLUSTER_SERVING_RUNTIMES, ome.BASE_MODELS, ome.CLUSTER_BASE_MODELS):
             caches.add(resource)
         # Every CRD, slimmed to whether it is established: PodGroups and PodMonitors are made while theirs is.
         caches.add(r.CRDS, transform=slim_crd)
@@ -299,13 +300,13 @@ class Manager:
         # third of the slices held and of the slice events that woke Instances.
         caches.add(r.ENDPOINT_SLICES, label_selector=f"{c.LABEL_ISVC},!{HEADLESS_LABEL}", transform=slim_endpoint_slice,
                    indexers={BY_ISVC: _isvc_label_index, BY_ROUTED_POD: routed_pod_index})
-        caches.add(r.PODGROUPS, label_selector=managed, start=False, transform=slim_podgroup,
+        caches.add(ome.PODGROUPS, label_selector=managed, start=False, transform=slim_podgroup,
                    indexers={BY_REPLICA: _key_index(replica_key_of)})
-        caches.add(r.PODMONITORS, label_selector=c.LABEL_ISVC, start=False, indexers={BY_ISVC: _isvc_label_index})
+        caches.add(ome.PODMONITORS, label_selector=c.LABEL_ISVC, start=False, indexers={BY_ISVC: _isvc_label_index})
 
     def _register_handlers(self, caches: Caches) -> None:
-        caches.add_handler(r.INFERENCE_SERVICES, FuncHandler(lambda o: self.q_isvc.add(object_key(o))))
-        caches.add_handler(r.INFERENCE_REPLICAS, _ReplicaEvents(self))
+        caches.add_handler(ome.INFERENCE_SERVICES, FuncHandler(lambda o: self.q_isvc.add(object_key(o))))
+        caches.add_handler(ome.INFERENCE_REPLICAS, _ReplicaEvents(self))
         caches.add_handler(r.PODS, _PodEvents(self, parse_duration(self.options.config.status_batch_period or "0")))
         caches.add_handler(r.ENDPOINT_SLICES, _SliceEvents(self, caches))
         if caches.has(r.NODES):
@@ -320,25 +321,25 @@ class Manager:
                 self.q_isvc.add(key)
 
         # Their status is not cached, so a status update arrives as an update that changed nothing: not passed on.
-        for resource in (r.SERVICES, r.HPAS, r.PDBS, r.SERVICE_ACCOUNTS, r.ROLES, r.ROLE_BINDINGS, r.PODMONITORS):
+        for resource in (r.SERVICES, r.HPAS, r.PDBS, r.SERVICE_ACCOUNTS, r.ROLES, r.ROLE_BINDINGS, ome.PODMONITORS):
             caches.add_handler(resource, ChangedOnly(FuncHandler(by_isvc_label)))
 
         caches.add_handler(r.CONTROLLER_REVISIONS, FuncHandler(lambda o: _add(self.q_ir, replica_key_of(o))))
-        caches.add_handler(r.PODGROUPS, ChangedOnly(FuncHandler(lambda o: _add(self.q_instance, instance_key_of(o)))))
-        caches.add_handler(r.PODGROUPS, _OnDelete(partial(_podgroup_gone, self)))
+        caches.add_handler(ome.PODGROUPS, ChangedOnly(FuncHandler(lambda o: _add(self.q_instance, instance_key_of(o)))))
+        caches.add_handler(ome.PODGROUPS, _OnDelete(partial(_podgroup_gone, self)))
 
         def runtime_changed(obj: Obj) -> None:
-            isvcs = caches.store(r.INFERENCE_SERVICES)
+            isvcs = caches.store(ome.INFERENCE_SERVICES)
             for isvc in isvcs.by_index(BY_RUNTIME, obj["metadata"]["name"]) + isvcs.by_index(BY_RUNTIME, ""):
                 self.q_isvc.add(object_key(isvc))
 
         def model_changed(obj: Obj) -> None:
-            for isvc in caches.store(r.INFERENCE_SERVICES).by_index(BY_MODEL, obj["metadata"]["name"]):
+            for isvc in caches.store(ome.INFERENCE_SERVICES).by_index(BY_MODEL, obj["metadata"]["name"]):
                 self.q_isvc.add(object_key(isvc))
 
-        for resource in (r.SERVING_RUNTIMES, r.CLUSTER_SERVING_RUNTIMES):
+        for resource in (ome.SERVING_RUNTIMES, ome.CLUSTER_SERVING_RUNTIMES):
             caches.add_handler(resource, FuncHandler(runtime_changed))
-        for resource in (r.BASE_MODELS, r.CLUSTER_BASE_MODELS):
+        for resource in (ome.BASE_MODELS, ome.CLUSTER_BASE_MODELS):
             caches.add_handler(resource, FuncHandler(model_changed))
         caches.add_handler(r.CRDS, FuncHandler(lambda _: self._crd_changed.set()))
 
@@ -348,14 +349,14 @@ class Manager:
         while True:
             await self._crd_changed.wait()
             self._crd_changed.clear()
-            if await self._follow_crd(ctx, r.PODGROUPS, c.PODGROUP_CRD):
-                for replica in ctx.caches.store(r.INFERENCE_REPLICAS).objects():
+            if await self._follow_crd(ctx, ome.PODGROUPS, c.PODGROUP_CRD):
+                for replica in ctx.caches.store(ome.INFERENCE_REPLICAS).objects():
                     key = object_key(replica)
                     self.q_ir.add(key)
                     for index in ctx.rows.of(replica):
                         self.q_instance.add(f"{key}/{index}")
-            if await self._follow_crd(ctx, r.PODMONITORS, c.PODMONITOR_CRD):
-                for isvc in ctx.caches.store(r.INFERENCE_SERVICES).objects():
+            if await self._follow_crd(ctx, ome.PODMONITORS, c.PODMONITOR_CRD):
+                for isvc in ctx.caches.store(ome.INFERENCE_SERVICES).objects():
                     self.q_isvc.add(object_key(isvc))
 
     @staticmethod
@@ -398,7 +399,7 @@ class Manager:
             # API server's admission calls to it are refused while it starts.
             ready_checks["webhook"] = webhook_serving.is_set
         endpoints = Endpoints(opts.metrics_bind_address, opts.health_probe_bind_address, ready_checks=ready_checks)
-        self._fleet = FleetCollector(caches.store(r.INFERENCE_REPLICAS).objects, self.rows.of)
+        self._fleet = FleetCollector(caches.store(ome.INFERENCE_REPLICAS).objects, self.rows.of)
         REGISTRY.register(self._fleet)
         webhook_server = None
         loop = asyncio.get_running_loop()
@@ -412,7 +413,7 @@ class Manager:
             caches.start()
             recorder.start()
             await caches.wait_synced()
-            for resource, crd in ((r.PODGROUPS, c.PODGROUP_CRD), (r.PODMONITORS, c.PODMONITOR_CRD)):
+            for resource, crd in ((ome.PODGROUPS, c.PODGROUP_CRD), (ome.PODMONITORS, c.PODMONITOR_CRD)):
                 if ctx.crd_installed(crd):
                     caches.start_informer(resource)
             await caches.wait_synced()

@@ -14,12 +14,12 @@ import yaml
 from kubernetes_asyncio import client
 
 from omenative.kube.client import ApiError, KubeClient
-from omenative.kube.resources import (
+from omenative.kube.resources import Resource
+from omenative.ome_resources import (
     CLUSTER_BASE_MODELS,
     CLUSTER_SERVING_RUNTIMES,
     INFERENCE_REPLICAS,
     INFERENCE_SERVICES,
-    Resource,
 )
 from tests.support.catalog import MULTI_NODE_SEED, PD_SEED, load, models, runtimes, seed_yaml_blocks
 from tests.support.cluster import ControlPlane

@@ -72,20 +72,10 @@ from omenative.kube import cache
 from omenative.kube.cache import Store, object_key, strip_server_fields
 from omenative.kube.client import ApiError, KubeClient
 from omenative.kube.reflector import Informer
-from omenative.kube.resources import (
-    CONTROLLER_REVISIONS,
-    EVENTS,
-    HPAS,
-    INFERENCE_REPLICAS,
-    INFERENCE_SERVICES,
-    PDBS,
-    PODGROUPS,
-    PODS,
-    SERVICES,
-    Resource,
-)
+from omenative.kube.resources import CONTROLLER_REVISIONS, EVENTS, HPAS, PDBS, PODS, SERVICES, Resource
 from omenative.manager import Manager, Options
 from omenative.observe.pods import is_true
+from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
 from omenative.render import objects
 from omenative.render.pods import InstanceRef, render_instance
 from omenative.render.templates import ModelInfo

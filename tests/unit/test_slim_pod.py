@@ -148,7 +148,7 @@ def test_an_endpoint_slice_keeps_the_routed_pods_and_their_conditions() -> None:
 
 def test_repeated_parts_are_held_once_and_dropped_with_the_last_object_holding_them() -> None:
     from omenative.kube.cache import SHARED
-    from omenative.kube.resources import INFERENCE_REPLICAS
+    from omenative.ome_resources import INFERENCE_REPLICAS
 
     def replica(name: str, uid: str, flag: object) -> dict[str, object]:
         return {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",

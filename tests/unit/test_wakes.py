@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from omenative.kube.cache import ChangedOnly, Store, same_content, slim_podgroup, without_status
-from omenative.kube.resources import PDBS, PODGROUPS
+from omenative.kube.resources import PDBS
 from omenative.manager import Manager, Options, _OnDelete, _podgroup_gone, _SliceEvents
+from omenative.ome_resources import PODGROUPS
 
 pytestmark = pytest.mark.unit
 Obj = dict[str, Any]

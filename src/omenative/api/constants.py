@@ -10,7 +10,6 @@ from typing import Final
 GROUP: Final = "ome.io"
 VERSION: Final = "v1beta1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
-FIELD_MANAGER: Final = "omenative"
 
 PODGROUP_GROUP: Final = "scheduling.x-k8s.io"
 PODGROUP_VERSION: Final = "v1alpha1"
@@ -69,7 +68,6 @@ ANN_BASE_MODEL_VENDOR: Final = "ome.io/base-model-vendor"
 ANN_BASE_MODEL_FORMAT: Final = "ome.io/base-model-format"
 ANN_BASE_MODEL_FORMAT_VERSION: Final = "ome.io/base-model-format-version"
 ANN_SERVING_RUNTIME: Final = "ome.io/serving-runtime"
-ANN_APPLIED_HASH: Final = "omenative.io/applied-hash"
 
 # Held on an InferenceReplica while its Instances drain and its pods and PodGroups go (OME's teardown finalizer).
 FINALIZER_TEARDOWN: Final = "ome.io/ir-teardown"

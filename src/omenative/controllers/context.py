@@ -23,20 +23,17 @@ from omenative.kube.events import EventRecorder
 from omenative.kube.expectations import Expectations, WriteExpectations
 from omenative.kube.informers import Caches
 from omenative.kube.queue import WorkQueue
-from omenative.kube.resources import (
+from omenative.kube.resources import CRDS, ENDPOINT_SLICES, NODES, Resource
+from omenative.obj import Obj
+from omenative.observe.nodes import NodeHealth, node_health
+from omenative.ome_resources import (
     BASE_MODELS,
     CLUSTER_BASE_MODELS,
     CLUSTER_SERVING_RUNTIMES,
-    CRDS,
-    ENDPOINT_SLICES,
-    NODES,
     PODGROUPS,
     PODMONITORS,
     SERVING_RUNTIMES,
-    Resource,
 )
-from omenative.obj import Obj
-from omenative.observe.nodes import NodeHealth, node_health
 from omenative.render import objects
 
 T = TypeVar("T")

@@ -21,13 +21,15 @@ from typing import Any
 
 import structlog
 
-from omenative.api.constants import ANN_APPLIED_HASH, FIELD_MANAGER
 from omenative.kube import metrics
-from omenative.kube.client import ApiError, KubeClient
+from omenative.kube.client import JSON_PATCH, ApiError, KubeClient
 from omenative.kube.resources import Resource
 from omenative.obj import Obj
 
 log = structlog.get_logger(__name__)
+
+FIELD_MANAGER = "omenative"  # the one field manager every write of omenative goes under
+ANN_APPLIED_HASH = "omenative.io/applied-hash"  # the hash of the intent an object was last applied from
 
 Lookup = Callable[[Resource, str | None, str], Obj | None]
 
@@ -209,6 +211,56 @@ class Applier:
                 return False
             raise
         return result is not None
+
+    async def read(self, resource: Resource, name: str, namespace: str | None) -> Obj | None:
+        """An object no cache holds, read for a read-merge-apply (the migration audit ConfigMap); None when there is
+        none."""
+        try:
+            return await self.client.get(resource, name, namespace)
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    async def merge_patch(self, resource: Resource, name: str, namespace: str | None, patch: Obj) -> None:
+        """A merge patch under the field manager, for a field others own too (an annotation handed on)."""
+        self.writes += 1
+        await self.client.patch(resource, name, patch, namespace, field_manager=self.field_manager)
+
+    async def test_then_remove(self, resource: Resource, obj: Obj, path: str, value: Any) -> bool:
+        """Removes the field at JSON pointer `path` if it still holds `value`: one JSON patch that tests first, so a
+        value written meanwhile (a newer request, a reordered list) is kept for the next pass. False when the object
+        is gone or the value changed."""
+        meta = obj["metadata"]
+        self.writes += 1
+        patch = [{"op": "test", "path": path, "value": value}, {"op": "remove", "path": path}]
+        try:
+            await self.client.patch(resource, meta["name"], patch, meta.get("namespace"), content_type=JSON_PATCH)
+        except ApiError as exc:
+            if exc.not_found or exc.status == 422:  # gone, or the test failed: the next pass sees what is there
+                return False
+            raise
+        return True
+
+    async def remove_annotation(self, resource: Resource, obj: Obj, annotation: str) -> bool:
+        """Removes an answered request annotation unless it was replaced meanwhile (a newer one is answered next)."""
+        value = (obj["metadata"].get("annotations") or {}).get(annotation)
+        if value is None:
+            return False
+        return await self.test_then_remove(resource, obj, f"/metadata/annotations/{pointer_token(annotation)}", value)
+
+    async def remove_finalizer(self, resource: Resource, obj: Obj, finalizer: str) -> bool:
+        """Removes one finalizer by its place in the list, tested first (the list may have changed since)."""
+        finalizers = obj["metadata"].get("finalizers") or []
+        if finalizer not in finalizers:
+            return False
+        return await self.test_then_remove(resource, obj, f"/metadata/finalizers/{finalizers.index(finalizer)}",
+                                           finalizer)
+
+
+def pointer_token(key: str) -> str:
+    """A key as one token of a JSON pointer (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _version(obj: Obj) -> str:

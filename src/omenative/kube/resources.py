@@ -1,10 +1,11 @@
-"""The API resources omenative reads and writes, as plain descriptors (group, version, plural, kind)."""
+"""API resources as plain descriptors (group, version, plural, kind), and Kubernetes' own that omenative uses.
+
+OME's resources and its partners' (PodGroups, PodMonitors) are described by `omenative.ome_resources`, from
+`api`'s names: this runtime knows no group of OME's."""
 
 from __future__ import annotations
 
 import attrs
-
-from omenative.api import constants as c
 
 
 @attrs.frozen
@@ -58,13 +59,3 @@ VALIDATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "validating
                                "ValidatingWebhookConfiguration", namespaced=False)
 MUTATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
                              "MutatingWebhookConfiguration", namespaced=False)
-PODGROUPS = Resource(c.PODGROUP_GROUP, c.PODGROUP_VERSION, "podgroups", "PodGroup")
-PODMONITORS = Resource(c.PODMONITOR_GROUP, "v1", "podmonitors", "PodMonitor")
-
-INFERENCE_SERVICES = Resource(c.GROUP, c.VERSION, "inferenceservices", "InferenceService")
-INFERENCE_REPLICAS = Resource(c.GROUP, c.VERSION, "inferencereplicas", "InferenceReplica")
-SERVING_RUNTIMES = Resource(c.GROUP, c.VERSION, "servingruntimes", "ServingRuntime")
-CLUSTER_SERVING_RUNTIMES = Resource(c.GROUP, c.VERSION, "clusterservingruntimes", "ClusterServingRuntime",
-                                    namespaced=False)
-BASE_MODELS = Resource(c.GROUP, c.VERSION, "basemodels", "BaseModel")
-CLUSTER_BASE_MODELS = Resource(c.GROUP, c.VERSION, "clusterbasemodels", "ClusterBaseModel", namespaced=False)

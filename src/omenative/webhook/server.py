@@ -22,7 +22,7 @@ import ssl
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlparse
 
 import attrs
@@ -31,15 +31,17 @@ from aiohttp import web
 
 from omenative.api import constants as c
 from omenative.api import migration_request, naming
+from omenative.api.config import ControllerConfig
 from omenative.api.modes import declared_components
 from omenative.api.types import BaseModelSpec, ServingRuntimeSpec
 from omenative.api.validation import Context as Admission
 from omenative.api.validation import validate_inference_service
-from omenative.controllers.context import Context
 from omenative.kube import metrics
-from omenative.kube.client import ApiError
-from omenative.kube.resources import INFERENCE_REPLICAS, MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS
+from omenative.kube.apply import FIELD_MANAGER
+from omenative.kube.client import ApiError, KubeClient
+from omenative.kube.resources import MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS, Resource
 from omenative.obj import Obj
+from omenative.ome_resources import INFERENCE_REPLICAS
 from omenative.render.pods import scale_limit
 from omenative.webhook.certs import Bundle, renew
 
@@ -109,8 +111,22 @@ def _write_dir(folder: Path, files: dict[str, bytes]) -> None:
         (folder / name).write_bytes(value)
 
 
+class Reads(Protocol):
+    """What the webhook reads (the manager's caches) and the client it writes its certificates and configurations
+    with: narrow, so the webhook needs no controller."""
+
+    client: KubeClient
+    config: ControllerConfig
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> Obj | None: ...
+
+    def runtime_named(self, namespace: str, name: str) -> tuple[Obj, bool] | None: ...
+
+    def model_named(self, namespace: str, name: str) -> tuple[Obj, bool] | None: ...
+
+
 class WebhookServer:
-    def __init__(self, options: WebhookOptions, ctx: Context) -> None:
+    def __init__(self, options: WebhookOptions, ctx: Reads) -> None:
         self.options = options
         self.ctx = ctx
         self.bundle: Bundle | None = None
@@ -285,11 +301,11 @@ class WebhookServer:
                     await self.ctx.client.create(SECRETS, {
                         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                         "metadata": {"name": f"{name}-certs", "namespace": namespace}, "data": data}, namespace,
-                        field_manager=c.FIELD_MANAGER)
+                        field_manager=FIELD_MANAGER)
                 else:
                     await self.ctx.client.patch(SECRETS, f"{name}-certs", {
                         "metadata": {"resourceVersion": version}, "data": data}, namespace,
-                        field_manager=c.FIELD_MANAGER)
+                        field_manager=FIELD_MANAGER)
             except ApiError as exc:
                 if exc.conflict:  # AlreadyExists, or the Secret changed since it was read
                     return False
@@ -322,8 +338,8 @@ class WebhookServer:
 
     async def register(self) -> None:
         validating, mutating = self.configurations()
-        await self.ctx.client.apply(VALIDATING_WEBHOOKS, validating, field_manager=c.FIELD_MANAGER)
-        await self.ctx.client.apply(MUTATING_WEBHOOKS, mutating, field_manager=c.FIELD_MANAGER)
+        await self.ctx.client.apply(VALIDATING_WEBHOOKS, validating, field_manager=FIELD_MANAGER)
+        await self.ctx.client.apply(MUTATING_WEBHOOKS, mutating, field_manager=FIELD_MANAGER)
 
     async def start(self) -> None:
         await self.ensure_certificates()

@@ -17,27 +17,20 @@ from omenative.api.instance_status import encode_rows, progress_only
 from omenative.api.readiness import desired_instances
 from omenative.api.types import MigrationStatus, RetryBlock, RolloutHold
 from omenative.api.units import InvalidValue, format_duration, optional_duration
-from omenative.controllers import fleet_metrics
+from omenative.controllers import audit, fleet_metrics
 from omenative.controllers.context import BY_ISVC, BY_REPLICA, Context
-from omenative.controllers.inferencereplica import audit, requests
 from omenative.controllers.inferencereplica import plan as planner
+from omenative.controllers.inferencereplica import requests
 from omenative.controllers.inferencereplica.migration import Caps
 from omenative.controllers.inferencereplica.retry import RetryPolicy
-from omenative.kube.annotations import remove_answered
-from omenative.kube.client import JSON_PATCH, ApiError
+from omenative.kube.client import ApiError
 from omenative.kube.controller import Result, split_key
 from omenative.kube.expectations import expected
-from omenative.kube.resources import (
-    CONTROLLER_REVISIONS,
-    INFERENCE_REPLICAS,
-    INFERENCE_SERVICES,
-    NODES,
-    PODGROUPS,
-    PODS,
-)
+from omenative.kube.resources import CONTROLLER_REVISIONS, NODES, PODS
 from omenative.obj import Obj
 from omenative.observe.pods import PodFacts, is_true, parse_time, pod_facts
 from omenative.observe.refusals import classify
+from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
 from omenative.render import objects
 from omenative.render.pods import pod_count, scale_limit
 
@@ -82,7 +75,7 @@ class InferenceReplicaController:
         if deleting and c.FINALIZER_TEARDOWN not in finalizers and c.FINALIZER_LEGACY_DRAIN not in finalizers:
             return None
         if not deleting and c.FINALIZER_LEGACY_DRAIN in finalizers:
-            await self._release(ir, c.FINALIZER_LEGACY_DRAIN)  # an earlier name; the apply holds the current one
+            await self.ctx.applier.remove_finalizer(INFERENCE_REPLICAS, ir, c.FINALIZER_LEGACY_DRAIN)  # an earlier name
         spec: Obj = ir.get("spec") or {}
         runners: list[Obj] = spec.get("runners") or []
         if not runners:
@@ -144,7 +137,7 @@ class InferenceReplicaController:
         if result.audit:
             # The audit history first: a crash before the status write repeats the same rows (upserted by ID).
             try:
-                await audit.record(ctx, parent if parent is not ir else None, namespace, isvc, result.audit)
+                await audit.record(ctx.applier, parent if parent is not ir else None, namespace, isvc, result.audit)
             except ApiError as exc:
                 # Refused (a ConfigMap quota, a webhook): the migration waits for its history, said once, and the
                 # queue's backoff tries again.
@@ -265,7 +258,7 @@ class InferenceReplicaController:
 
     async def _consume(self, ir: Obj, annotation: str) -> None:
         """Removes an answered request, unless it was replaced meanwhile (kubectl annotate --overwrite)."""
-        await remove_answered(self.ctx.client, INFERENCE_REPLICAS, ir, annotation)
+        await self.ctx.applier.remove_annotation(INFERENCE_REPLICAS, ir, annotation)
 
     async def _finish_teardown(self, ir: Obj, isvc: str, component: str,
                                pods: dict[int, list[PodFacts]]) -> Result | None:
@@ -305,21 +298,7 @@ class InferenceReplicaController:
 
     async def _release_all(self, ir: Obj) -> None:
         for finalizer in (c.FINALIZER_TEARDOWN, c.FINALIZER_LEGACY_DRAIN):
-            await self._release(ir, finalizer)
-
-    async def _release(self, ir: Obj, finalizer: str) -> None:
-        finalizers = ir["metadata"].get("finalizers") or []
-        if finalizer not in finalizers:
-            return
-        at = finalizers.index(finalizer)
-        patch = [{"op": "test", "path": f"/metadata/finalizers/{at}", "value": finalizer},
-                 {"op": "remove", "path": f"/metadata/finalizers/{at}"}]
-        try:
-            await self.ctx.client.patch(INFERENCE_REPLICAS, ir["metadata"]["name"], patch, ir["metadata"]["namespace"],
-                                        content_type=JSON_PATCH)
-        except ApiError as exc:
-            if not (exc.not_found or exc.status == 422):  # gone, or the list changed: the next pass sees it
-                raise
+            await self.ctx.applier.remove_finalizer(INFERENCE_REPLICAS, ir, finalizer)
 
     async def _ensure_revision(self, ir: Obj, isvc: str, component: str, revision: str, runners: list[Obj]) -> None:
         """A ControllerRevision per version of the runners, so Instances on an older revision can be rendered."""

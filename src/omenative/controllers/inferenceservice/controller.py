@@ -21,12 +21,11 @@ from omenative.api.types import BaseModelSpec
 from omenative.api.units import optional_duration
 from omenative.api.validation import Context as Admission
 from omenative.api.validation import validate_inference_service
+from omenative.controllers import audit as migration_audit
 from omenative.controllers import fleet_metrics
 from omenative.controllers.context import BY_ISVC, Context, current_revision
-from omenative.controllers.inferencereplica import audit as migration_audit
 from omenative.controllers.inferenceservice import desired, rollout
 from omenative.controllers.inferenceservice.status import build_status
-from omenative.kube.annotations import remove_answered
 from omenative.kube.cache import NAMESPACE_INDEX
 from omenative.kube.client import ApiError
 from omenative.kube.controller import Result, split_key
@@ -34,22 +33,24 @@ from omenative.kube.expectations import expected
 from omenative.kube.gather import gather_all
 from omenative.kube.prometheus import instant_query
 from omenative.kube.resources import (
-    CLUSTER_SERVING_RUNTIMES,
     CONTROLLER_REVISIONS,
     HPAS,
-    INFERENCE_REPLICAS,
-    INFERENCE_SERVICES,
     PDBS,
-    PODMONITORS,
     ROLE_BINDINGS,
     ROLES,
     SERVICE_ACCOUNTS,
     SERVICES,
-    SERVING_RUNTIMES,
     Resource,
 )
 from omenative.obj import Obj
 from omenative.observe.pods import format_time
+from omenative.ome_resources import (
+    CLUSTER_SERVING_RUNTIMES,
+    INFERENCE_REPLICAS,
+    INFERENCE_SERVICES,
+    PODMONITORS,
+    SERVING_RUNTIMES,
+)
 from omenative.render.templates import ModelInfo
 
 log = structlog.get_logger(__name__)
@@ -359,18 +360,17 @@ class InferenceServiceController:
             recorded = any(isinstance(m, dict) and m.get("requestUUID") == uuid
                            for m in (ir.get("status") or {}).get("migrations") or [])
             if not recorded and (ir["metadata"].get("annotations") or {}).get(key) != annotations[key]:
-                await ctx.client.patch(INFERENCE_REPLICAS, ir["metadata"]["name"],
-                                       {"metadata": {"annotations": {key: annotations[key]}}}, meta["namespace"],
-                                       field_manager=ctx.applier.field_manager)
+                await ctx.applier.merge_patch(INFERENCE_REPLICAS, ir["metadata"]["name"], meta["namespace"],
+                                              {"metadata": {"annotations": {key: annotations[key]}}})
             done.append(key)
         if rejected:
-            await migration_audit.record(ctx, isvc, meta["namespace"], meta["name"], rejected)
+            await migration_audit.record(ctx.applier, isvc, meta["namespace"], meta["name"], rejected)
         for key in done:  # only once the replica holds it (or the rejection is recorded)
             await self.consume(isvc, key)
 
     async def consume(self, isvc: Obj, annotation: str) -> None:
         """Removes an answered request unless it was replaced meanwhile (a newer request is answered next)."""
-        await remove_answered(self.ctx.client, INFERENCE_SERVICES, isvc, annotation)
+        await self.ctx.applier.remove_annotation(INFERENCE_SERVICES, isvc, annotation)
 
     async def write(self, refused: list[tuple[str, str, str]], request: Awaitable[Any], obj: Obj) -> Any:
         """Makes one write and returns its result; a refusal that retrying as is cannot fix (a quota, a webhook,

@@ -23,17 +23,11 @@ from omenative.kube.client import ApiError
 from omenative.kube.controller import Result
 from omenative.kube.expectations import expected
 from omenative.kube.gather import gather_all
-from omenative.kube.resources import (
-    CONTROLLER_REVISIONS,
-    INFERENCE_REPLICAS,
-    INFERENCE_SERVICES,
-    PODGROUPS,
-    PODS,
-    Resource,
-)
+from omenative.kube.resources import CONTROLLER_REVISIONS, PODS, Resource
 from omenative.obj import Obj
 from omenative.observe.pods import format_time, parse_time
 from omenative.observe.refusals import LASTING, Refusal, classify
+from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
 from omenative.render import objects
 from omenative.render.pods import InstanceRef, pod_count
 
