@@ -9,7 +9,7 @@ import pytest
 
 from omenative.api import constants as c
 from omenative.api import naming
-from omenative.controllers.context import BY_ROUTED_POD, HEADLESS_LABEL, SERVICE_NAME_LABEL, routed_pod_index
+from omenative.controllers.watches import BY_ROUTED_POD, HEADLESS_LABEL, SERVICE_NAME_LABEL, routed_pod_index
 from omenative.kube.cache import Store
 from omenative.kube.resources import ENDPOINT_SLICES
 

@@ -120,7 +120,7 @@ def test_the_cache_holds_one_copy_of_each_repeated_string() -> None:
 
 
 def test_an_endpoint_slice_keeps_the_routed_pods_and_their_conditions() -> None:
-    from omenative.controllers.context import routed_pod_index
+    from omenative.controllers.watches import routed_pod_index
     from omenative.kube.cache import slim_endpoint_slice
 
     def endpoint(name: str, ready: bool) -> dict[str, object]:

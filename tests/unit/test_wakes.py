@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
+from omenative.controllers.instance.watches import SliceEvents
+from omenative.controllers.watches import OnDelete
 from omenative.kube.cache import ChangedOnly, Store, same_content, slim_podgroup, without_status
 from omenative.kube.resources import PDBS
-from omenative.manager import Manager, Options, _OnDelete, _podgroup_gone, _SliceEvents
+from omenative.manager import DECLARATIONS, Manager, Options
 from omenative.ome_resources import PODGROUPS
 
 pytestmark = pytest.mark.unit
@@ -99,6 +101,9 @@ class Pods:
     def __init__(self, *pods: Obj) -> None:
         self.pods = {p["metadata"]["name"]: p for p in pods}
 
+    def has(self, resource: Any) -> bool:
+        return False
+
     def get(self, resource: Any, namespace: str | None, name: str) -> Obj | None:
         return self.pods.get(name)
 
@@ -114,7 +119,7 @@ class Pods:
 def test_a_slice_change_wakes_the_instances_whose_routing_changed(name: str, old: Obj, new: Obj,
                                                                   woken: set[str]) -> None:
     manager = Manager(Options())
-    events = _SliceEvents(manager, Pods(pod("l0", 0), pod("l1", 1)))  # type: ignore[arg-type]
+    events = SliceEvents(manager.wiring(Pods(pod("l0", 0), pod("l1", 1))))  # type: ignore[arg-type]
     events.on_update(old, new)
     queued = set()
     while len(manager.q_instance):
@@ -124,7 +129,15 @@ def test_a_slice_change_wakes_the_instances_whose_routing_changed(name: str, old
 
 def test_a_podgroup_delete_marks_the_instances_delete_observed_and_wakes_its_replica() -> None:
     manager = Manager(Options())
-    handler = _OnDelete(lambda obj: _podgroup_gone(manager, obj))
+    # What the controllers declare for a PodGroup's deletion: the Instance's observes it, the replica's wakes it.
+    handlers = [h for d in DECLARATIONS for resource, h in d.watches(manager.wiring(Pods()))  # type: ignore[arg-type]
+                if resource == PODGROUPS and isinstance(h, OnDelete)]
+
+    def gone(obj: Obj) -> None:
+        for h in handlers:
+            h.func(obj)
+
+    handler = OnDelete(gone)
     group = {**podgroup("1", "Running", 2), "metadata": {**podgroup("1", "Running", 2)["metadata"], "labels": {
         "ome.io/inferenceservice": "svc", "component": "engine", "ome.io/instance-index": "0"}}}
     manager.expectations.expect_deletions("ns/svc-engine/0", ["g1"])

@@ -11,12 +11,12 @@ from typing import Generic, TypeVar
 import attrs
 
 from omenative.api import constants as c
-from omenative.api import naming
 from omenative.api.config import ControllerConfig
 from omenative.api.instance_status import decode_rows
 from omenative.api.types import InstanceStatus, ServingRuntimeSpec
 from omenative.api.units import optional_duration
 from omenative.controllers.refusals import Refusals
+from omenative.controllers.watches import BY_ROUTED_POD
 from omenative.kube.apply import Applier
 from omenative.kube.client import KubeClient
 from omenative.kube.events import EventRecorder
@@ -37,54 +37,6 @@ from omenative.ome_resources import (
 from omenative.render import objects
 
 T = TypeVar("T")
-
-# Cache index names.
-BY_REPLICA = "replica"  # pods: "{namespace}/{isvc}-{component}" (the InferenceReplica's key)
-BY_INSTANCE = "instance"  # pods: "{namespace}/{isvc}-{component}/{index}" (the Instance's key)
-BY_ISVC = "isvc"  # namespaced children: "{namespace}/{isvc}"
-BY_RUNTIME = "runtime"  # InferenceServices: the runtime name they name, or "" to auto-select
-BY_MODEL = "model"  # InferenceServices: the model name they name
-BY_NODE = "node"  # pods: the node they are bound to
-BY_ROUTED_POD = "routed-pod"  # EndpointSlices: "{namespace}/{pod}" of each ready or serving endpoint
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # set by the EndpointSlice controller on each slice
-HEADLESS_LABEL = "service.kubernetes.io/headless"  # ...and this one on the slices of a headless Service
-
-
-def routed_pod_index(endpoint_slice: Obj) -> list[str]:
-    """EndpointSlices by the pods they route to ("{namespace}/{pod}"), listing only endpoints that are ready or
-    serving, and no headless Service's slices (they list every pod with an address). An index, so that an Instance
-    asks about its own pods instead of reading every slice of its InferenceService."""
-    meta = endpoint_slice.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    isvc = labels.get(c.LABEL_ISVC)
-    if HEADLESS_LABEL in labels or not isvc or labels.get(SERVICE_NAME_LABEL) in {
-            naming.headless_service_name(isvc, component) for component in c.COMPONENTS}:
-        return []
-    out = []
-    for endpoint in endpoint_slice.get("endpoints") or []:
-        ref = endpoint.get("targetRef") or {}
-        conditions = endpoint.get("conditions") or {}
-        if ref.get("kind") == "Pod" and ref.get("name") and (conditions.get("ready") or conditions.get("serving")):
-            out.append(f"{meta.get('namespace')}/{ref['name']}")
-    return out
-
-
-def replica_key_of(obj: Obj) -> str | None:
-    """The InferenceReplica a child belongs to, from its labels (pods, PodGroups, ControllerRevisions)."""
-    meta = obj.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    isvc, component = labels.get(c.LABEL_ISVC), labels.get(c.LABEL_COMPONENT)
-    if not isvc or not component:
-        return None
-    return f"{meta.get('namespace')}/{naming.replica_name(isvc, component)}"
-
-
-def instance_key_of(obj: Obj) -> str | None:
-    """The Instance a pod or PodGroup belongs to, from its labels."""
-    replica = replica_key_of(obj)
-    index = ((obj.get("metadata") or {}).get("labels") or {}).get(c.LABEL_INSTANCE_INDEX)
-    return f"{replica}/{index}" if replica and index is not None else None
-
 
 class PerVersion(Generic[T]):
     """A value derived from a cached object, computed once per version of the object and shared by every reader.

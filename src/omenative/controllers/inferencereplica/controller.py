@@ -18,11 +18,12 @@ from omenative.api.readiness import desired_instances
 from omenative.api.types import MigrationStatus, RetryBlock, RolloutHold
 from omenative.api.units import InvalidValue, format_duration, optional_duration
 from omenative.controllers import audit, fleet_metrics
-from omenative.controllers.context import BY_ISVC, BY_REPLICA, Context
+from omenative.controllers.context import Context
 from omenative.controllers.inferencereplica import plan as planner
 from omenative.controllers.inferencereplica import requests
 from omenative.controllers.inferencereplica.migration import Caps
 from omenative.controllers.inferencereplica.retry import RetryPolicy
+from omenative.controllers.watches import BY_ISVC, BY_REPLICA
 from omenative.kube.client import ApiError
 from omenative.kube.controller import Result, split_key
 from omenative.kube.expectations import expected

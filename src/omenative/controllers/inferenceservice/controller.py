@@ -23,9 +23,11 @@ from omenative.api.validation import Context as Admission
 from omenative.api.validation import validate_inference_service
 from omenative.controllers import audit as migration_audit
 from omenative.controllers import fleet_metrics
-from omenative.controllers.context import BY_ISVC, Context, current_revision
+from omenative.controllers.context import Context, current_revision
 from omenative.controllers.inferenceservice import desired, rollout
 from omenative.controllers.inferenceservice.status import build_status
+from omenative.controllers.inferenceservice.watches import creations_key
+from omenative.controllers.watches import BY_ISVC
 from omenative.kube.cache import NAMESPACE_INDEX
 from omenative.kube.client import ApiError
 from omenative.kube.controller import Result, split_key
@@ -65,9 +67,6 @@ KIND_RESOURCES: dict[str, Resource] = {
 REFUSED_RETRY_SECONDS = 30.0
 
 
-def creations_key(namespace: str, isvc: str) -> str:
-    """The expectations key of the InferenceReplicas an InferenceService creates (observed by the replica cache)."""
-    return f"isvc:{namespace}/{isvc}"
 def rollout_key(key: str) -> str:
     """The write-expectations key of an InferenceService's status, whose rollout state the next plan reads."""
     return f"isvc-rollout:{key}"

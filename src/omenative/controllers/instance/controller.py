@@ -16,9 +16,10 @@ from omenative.api import migration_request, naming
 from omenative.api.defaults import gang_schedule_timeout, ready_timeout
 from omenative.api.phases import CREATING_PHASES
 from omenative.api.types import MigrationStatus
-from omenative.controllers.context import BY_INSTANCE, Context
+from omenative.controllers.context import Context
 from omenative.controllers.instance import plan as planner
 from omenative.controllers.refusals import Refusals
+from omenative.controllers.watches import BY_INSTANCE
 from omenative.kube.client import ApiError
 from omenative.kube.controller import Result
 from omenative.kube.expectations import expected

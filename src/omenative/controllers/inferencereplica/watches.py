@@ -1,0 +1,103 @@
+"""What the InferenceReplica controller caches and what wakes it.
+
+For: InferenceReplicas (each event also observes the resourceVersion of our last status write). Owns: pods (a
+failure wakes the replica at once, routine progress after the status batch period, so a burst makes one status
+write), ControllerRevisions, PodGroups (only their deletion wakes it: a teardown waits for them to be gone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from omenative.api.config import ControllerConfig
+from omenative.api.constants import LABEL_ISVC
+from omenative.api.units import parse_duration
+from omenative.controllers.watches import (
+    BY_ISVC,
+    BY_REPLICA,
+    MANAGED,
+    CacheSpec,
+    Declaration,
+    OnDelete,
+    Wiring,
+    add,
+    by_replica,
+    force_delete_on,
+    isvc_label_index,
+    replica_key_of,
+)
+from omenative.kube import resources as k
+from omenative.kube.cache import FuncHandler, Handler, object_key, slim_pod, slim_podgroup
+from omenative.kube.resources import Resource
+from omenative.obj import Obj
+from omenative.observe.pods import pod_got_worse
+from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
+
+
+def caches(config: ControllerConfig) -> Iterable[CacheSpec]:
+    yield CacheSpec(resource=INFERENCE_REPLICAS, indexers={BY_ISVC: isvc_label_index})
+    yield CacheSpec(resource=INFERENCE_SERVICES)  # the parent, for events and the audit's owner
+    yield CacheSpec(resource=k.PODS, label_selector=MANAGED, transform=slim_pod, indexers={BY_REPLICA: by_replica})
+    if force_delete_on(config):
+        yield CacheSpec(resource=k.NODES)  # whether the node of a pod that must be replaced still reports
+    yield CacheSpec(resource=k.CONTROLLER_REVISIONS, label_selector=LABEL_ISVC, indexers={BY_ISVC: isvc_label_index})
+    yield CacheSpec(resource=PODGROUPS, label_selector=MANAGED, start=False, transform=slim_podgroup,
+                    indexers={BY_REPLICA: by_replica})
+
+
+class ReplicaEvents:
+    """Any event of an InferenceReplica wakes it, once the resourceVersion it carries is observed (the controller
+    does not write status over a cache older than its last write)."""
+
+    def __init__(self, wiring: Wiring) -> None:
+        self.w = wiring
+
+    def _wake(self, obj: Obj) -> None:
+        key = object_key(obj)
+        self.w.written.observed(key, obj["metadata"].get("resourceVersion"))
+        self.w.queues.replica.add(key)
+
+    def on_add(self, obj: Obj, initial: bool) -> None:
+        self._wake(obj)
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        self._wake(new)
+
+    def on_delete(self, obj: Obj) -> None:
+        self._wake(obj)
+
+
+class PodEvents:
+    """A pod's failure wakes its InferenceReplica at once; routine progress after the batch period."""
+
+    def __init__(self, wiring: Wiring) -> None:
+        self.w = wiring
+        self.batch_period = parse_duration(wiring.config.status_batch_period or "0")
+
+    def _wake(self, pod: Obj, urgent: bool) -> None:
+        replica = replica_key_of(pod)
+        if replica:
+            if urgent or self.batch_period <= 0:
+                self.w.queues.replica.add(replica)
+            else:
+                self.w.queues.replica.add_after(replica, self.batch_period)
+
+    def on_add(self, obj: Obj, initial: bool) -> None:
+        self._wake(obj, urgent=False)
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        self._wake(new, urgent=pod_got_worse(old, new))
+
+    def on_delete(self, obj: Obj) -> None:
+        self._wake(obj, urgent=True)
+
+
+def watches(w: Wiring) -> Iterable[tuple[Resource, Handler]]:
+    replicas = w.queues.replica
+    yield INFERENCE_REPLICAS, ReplicaEvents(w)
+    yield k.PODS, PodEvents(w)
+    yield k.CONTROLLER_REVISIONS, FuncHandler(lambda o: add(replicas, replica_key_of(o)))
+    yield PODGROUPS, OnDelete(lambda o: add(replicas, replica_key_of(o)))
+
+
+DECLARATION = Declaration(name="inferencereplica", caches=caches, watches=watches)
