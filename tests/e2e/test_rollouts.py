@@ -13,7 +13,7 @@ from aiohttp import web
 from kubernetes_asyncio import client
 
 from omenative.api.instance_status import decode_rows
-from omenative.observe.pods import parse_time
+from omenative.api.times import parse_time
 from tests.conftest import NodeFactory, describe_namespace
 from tests.e2e.conftest import ModelAgent
 from tests.support.catalog import CATALOG

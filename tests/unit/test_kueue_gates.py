@@ -8,10 +8,11 @@ from typing import Any
 import attrs
 import pytest
 
+from omenative.api.times import format_time
 from omenative.api.types import InstanceOperation
 from omenative.controllers.inferencereplica import plan as replica
 from omenative.kubectl_ome.cli import flags
-from omenative.observe.pods import format_time, pod_facts
+from omenative.observe.pods import pod_facts
 from omenative.render.pods import kueue_group_name, render_instance
 from omenative.render.templates import _accelerated
 from tests.unit.test_planners import NOW, REF, RUNNERS, pod, row, view

@@ -9,12 +9,13 @@ from typing import Any
 import attrs
 import pytest
 
+from omenative.api.times import format_time
 from omenative.api.types import InstanceOperation, InstanceStatus, RetryBlock
 from omenative.controllers.inferencereplica import plan as replica
 from omenative.controllers.inferencereplica.retry import RetryPolicy
 from omenative.controllers.instance import plan as instance
 from omenative.observe.nodes import node_health
-from omenative.observe.pods import format_time, pod_facts
+from omenative.observe.pods import pod_facts
 from omenative.render.pods import InstanceRef
 from tests.unit.test_planners import NOW, gang, outdated, phases, pod, row, view
 

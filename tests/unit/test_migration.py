@@ -10,10 +10,11 @@ import attrs
 import pytest
 
 from omenative.api import migration_request
+from omenative.api.times import format_time
 from omenative.api.types import InstanceStatus, MigrationStatus
 from omenative.controllers.inferencereplica import migration
 from omenative.controllers.inferencereplica import plan as replica
-from omenative.observe.pods import PodFacts, format_time
+from omenative.observe.pods import PodFacts
 from omenative.render import objects
 from omenative.render.pods import InstanceRef, render_pod, slots
 from omenative.webhook.server import migration_errors

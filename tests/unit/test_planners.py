@@ -8,10 +8,11 @@ import attrs
 import pytest
 
 from omenative.api.config import ControllerConfig
+from omenative.api.times import format_time
 from omenative.api.types import InstanceOperation, InstanceStatus, LastFailure
 from omenative.controllers.inferencereplica import plan as replica
 from omenative.controllers.instance import plan as instance
-from omenative.observe.pods import PodFacts, format_time, pod_facts
+from omenative.observe.pods import PodFacts, pod_facts
 from omenative.render.pods import InstanceRef
 
 NOW = 1_800_000_000.0

@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 import pytest
 
+from omenative.api.times import format_time
 from omenative.api.types import InstanceOperation
 from omenative.controllers.inferencereplica import plan as replica
 from omenative.controllers.instance import plan as instance
@@ -16,7 +17,6 @@ from omenative.controllers.instance.controller import InstanceController
 from omenative.controllers.refusals import Refusals
 from omenative.kube.client import ApiError
 from omenative.kube.expectations import Expectations
-from omenative.observe.pods import format_time
 from omenative.observe.refusals import (
     FORBIDDEN,
     INVALID_POD_SPEC,

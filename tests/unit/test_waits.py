@@ -9,9 +9,10 @@ from typing import Any
 import attrs
 import pytest
 
+from omenative.api.times import format_time
 from omenative.api.types import InstanceOperation, InstanceStatus
 from omenative.controllers.inferencereplica import plan as replica
-from omenative.observe.pods import format_time, pod_facts
+from omenative.observe.pods import pod_facts
 from tests.unit.test_planners import NOW, gang, outdated, pod, row, view
 
 pytestmark = pytest.mark.unit

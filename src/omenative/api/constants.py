@@ -68,6 +68,15 @@ ANN_BASE_MODEL_VENDOR: Final = "ome.io/base-model-vendor"
 ANN_BASE_MODEL_FORMAT: Final = "ome.io/base-model-format"
 ANN_BASE_MODEL_FORMAT_VERSION: Final = "ome.io/base-model-format-version"
 ANN_SERVING_RUNTIME: Final = "ome.io/serving-runtime"
+# Operators' requests (OME's concepts/omenative/rollout-groups.md and instance-restart-policy.md), answered once and
+# removed: on the InferenceService, the rollout's; on an InferenceReplica, the reset and the release.
+ANN_ROLLOUT_PAUSED: Final = "ome.io/rollout-paused"
+ANN_ROLLOUT_PROMOTE: Final = "ome.io/rollout-promote"
+ANN_ROLLOUT_ROLLBACK: Final = "ome.io/rollout-rollback"
+ANN_ROLLOUT_READY_TIMEOUT: Final = "ome.io/rollout-ready-timeout"
+ANN_ROLLOUT_REPIN: Final = "ome.io/rollout-repin"
+ANN_RESET_INSTANCES: Final = "ome.io/reset-instances"
+ANN_RELEASE_HELD_REVISION: Final = "ome.io/release-held-revision"
 
 # Held on an InferenceReplica while its Instances drain and its pods and PodGroups go (OME's teardown finalizer).
 FINALIZER_TEARDOWN: Final = "ome.io/ir-teardown"

@@ -294,7 +294,7 @@ def _edit_errors(spec: JSONDict, old_spec: JSONDict, groups: list[JSONDict]) -> 
 def _annotation_findings(annotations: dict[str, str]) -> tuple[list[str], list[str]]:
     errors: list[str] = []
     warnings: list[str] = []
-    timeout = annotations.get("ome.io/rollout-ready-timeout")
+    timeout = annotations.get(c.ANN_ROLLOUT_READY_TIMEOUT)
     if timeout is not None:
         if not _duration_ok(timeout):
             errors.append(f"metadata.annotations[ome.io/rollout-ready-timeout]: {timeout!r} is not a duration "
@@ -302,10 +302,10 @@ def _annotation_findings(annotations: dict[str, str]) -> tuple[list[str], list[s
         elif 0 < parse_duration(timeout) < 60:
             warnings.append(f"metadata.annotations[ome.io/rollout-ready-timeout]: {timeout} is under a minute; a "
                             "canary step may fail before its Instances can start (RolloutTimeoutTooShort)")
-    rollback = annotations.get("ome.io/rollout-rollback")
+    rollback = annotations.get(c.ANN_ROLLOUT_ROLLBACK)
     if rollback is not None and rollback not in ("true", "false"):
         errors.append(f'metadata.annotations[ome.io/rollout-rollback]: {rollback!r} must be "true" or "false"')
-    promote = annotations.get("ome.io/rollout-promote")
+    promote = annotations.get(c.ANN_ROLLOUT_PROMOTE)
     if promote is not None and not PROMOTE_VALUE.match(promote):
         errors.append(f"metadata.annotations[ome.io/rollout-promote]: {promote!r} must be the canary's revision "
                       "hash: lowercase letters and digits, at least 6")

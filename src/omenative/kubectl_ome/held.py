@@ -20,7 +20,7 @@ from omenative.api import constants as c
 from omenative.kubectl_ome.output import REPORT_VERSION, emit, print_table
 from omenative.obj import Obj
 
-RELEASE_ANNOTATION = "ome.io/release-held-revision"
+RELEASE_ANNOTATION = c.ANN_RELEASE_HELD_REVISION
 STATES = {"Backoff": "BACKOFF", "RetryInProgress": "RUNNING", "Held": "HELD"}
 ACTION_SECONDS = 45.0
 HASH = re.compile(r"^[0-9a-f]{8}$")

@@ -16,6 +16,7 @@ import attrs
 
 from omenative.api import constants as c
 from omenative.api import migration_request
+from omenative.api.times import parse_datetime as parse_time
 from omenative.obj import Obj
 
 Rows = list[tuple[str, str]]
@@ -38,15 +39,6 @@ def mask(text: str | None) -> str:
     if _CREDENTIAL.search(text):
         return "[REDACTED]"
     return text
-
-
-def parse_time(text: str | None) -> dt.datetime | None:
-    if not text:
-        return None
-    try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 # -- conditions -------------------------------------------------------------------------------------------------------

@@ -15,17 +15,17 @@ import time
 from typing import Any
 
 from omenative.api import constants as c
+from omenative.api.rollout import IN_FLIGHT, gate_of, plan_digest, primary_of, topology
 from omenative.api.rollout_validation import is_sequence, progression, validate_rollout
-from omenative.controllers.inferenceservice.rollout import gate_of, plan_digest, primary_of, topology
 from omenative.kubectl_ome.held import ACTION_SECONDS, Refused, _confirm, print_table_err
 from omenative.kubectl_ome.output import REPORT_VERSION, emit, print_table
 from omenative.obj import Obj
 
-PAUSED = "ome.io/rollout-paused"
-PROMOTE = "ome.io/rollout-promote"
-ROLLBACK = "ome.io/rollout-rollback"
+PAUSED = c.ANN_ROLLOUT_PAUSED
+PROMOTE = c.ANN_ROLLOUT_PROMOTE
+ROLLBACK = c.ANN_ROLLOUT_ROLLBACK
 MAILBOXES = (PROMOTE, ROLLBACK)
-CANARY_IN_FLIGHT = ("Pending", "Canarying", "Paused", "Promoting", "Failed")
+CANARY_IN_FLIGHT = IN_FLIGHT
 REPORTED_ORDER = ("Failed", "RollingBack", "RolledBack", "Paused", "Unknown", "InProgress", "Staged", "Succeeded")
 STALE = "action refused: controller safety evidence is stale or inconsistent"
 NO_WORK = "action refused: no applicable active rollout or lifecycle work was observed"
@@ -553,7 +553,7 @@ def validate(cluster: Any, namespace: str, name: str, output: str) -> int:
 
 # ---------------------------------------------------------------------------------------------------- repin
 
-REPIN = "ome.io/rollout-repin"
+REPIN = c.ANN_ROLLOUT_REPIN
 
 
 def repin(cluster: Any, namespace: str, name: str, *, dry_run: str, yes: bool, output: str,

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from omenative.observe.pods import parse_time
+from omenative.api.times import parse_time
 
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 

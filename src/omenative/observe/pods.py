@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
 import attrs
 
 from omenative.api import constants as c
+from omenative.api.times import parse_time
 from omenative.obj import Obj
 
 WEDGED_REASONS = frozenset({
     "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError", "CreateContainerError",
     "InvalidImageName", "RunContainerError",
 })
-
-
-def parse_time(text: str | None) -> float | None:
-    """Seconds since the epoch of an RFC 3339 timestamp."""
-    if not text:
-        return None
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-def format_time(seconds: float) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def condition(pod: Obj, kind: str) -> Obj | None:

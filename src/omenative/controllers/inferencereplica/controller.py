@@ -15,6 +15,7 @@ from omenative.api.conditions import settle
 from omenative.api.defaults import RECREATE, SURGE_THEN_DRAIN, ready_timeout
 from omenative.api.instance_status import encode_rows, progress_only
 from omenative.api.readiness import desired_instances
+from omenative.api.times import parse_time
 from omenative.api.types import MigrationStatus, RetryBlock, RolloutHold
 from omenative.api.units import InvalidValue, format_duration, optional_duration
 from omenative.controllers import audit, fleet_metrics
@@ -29,7 +30,7 @@ from omenative.kube.controller import Result, split_key
 from omenative.kube.expectations import expected
 from omenative.kube.resources import CONTROLLER_REVISIONS, NODES, PODS
 from omenative.obj import Obj
-from omenative.observe.pods import PodFacts, is_true, parse_time, pod_facts
+from omenative.observe.pods import PodFacts, is_true, pod_facts
 from omenative.observe.refusals import classify
 from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
 from omenative.render import objects

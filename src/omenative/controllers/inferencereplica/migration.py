@@ -30,9 +30,9 @@ from omenative.api.migration_request import (
 )
 from omenative.api.migration_request import FAILED as FAILED_PHASE
 from omenative.api.phases import CREATING, DELETING, FAILED, MIGRATING, READY, UPDATING
+from omenative.api.times import format_time, parse_time
 from omenative.api.types import InstanceOperation, InstanceStatus, MigrationStatus
 from omenative.api.units import format_duration
-from omenative.observe.pods import format_time, parse_time
 
 TERMINAL = TERMINAL_PHASES
 MIGRATE = "Migrate"

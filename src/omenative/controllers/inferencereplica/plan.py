@@ -34,6 +34,7 @@ from omenative.api.events import Event
 from omenative.api.naming import MAX_DNS_LABEL
 from omenative.api.phases import CREATING, DELETING, FAILED, MIGRATING, PENDING, READY, RESTARTING, UPDATING
 from omenative.api.readiness import Serving, replica_ready
+from omenative.api.times import format_time, parse_time
 from omenative.api.types import (
     Condition,
     InstanceOperation,
@@ -46,7 +47,7 @@ from omenative.api.types import (
 from omenative.api.units import format_duration, optional_duration, resolve_int_or_percent
 from omenative.controllers.inferencereplica import migration, requests
 from omenative.controllers.inferencereplica.retry import HELD, RetryBlocks, RetryPolicy, counts
-from omenative.observe.pods import PodFacts, format_time, parse_time
+from omenative.observe.pods import PodFacts
 from omenative.observe.refusals import FORBIDDEN, QUOTA_EXCEEDED, Refusal
 
 RETRY_MAX_SECONDS = 600.0

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import attrs
 
+from omenative.api import constants as c
 from omenative.api.events import Event
 from omenative.api.phases import FAILED
 from omenative.api.types import InstanceStatus
 from omenative.controllers.inferencereplica.retry import RetryBlocks
 
-RESET_ANNOTATION = "ome.io/reset-instances"
-RELEASE_ANNOTATION = "ome.io/release-held-revision"
+RESET_ANNOTATION = c.ANN_RESET_INSTANCES
+RELEASE_ANNOTATION = c.ANN_RELEASE_HELD_REVISION
 RESET_MARKER = "InstancesReset"
 Answer = Event  # what a request is answered with
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import attrs
 
+from omenative.api.times import format_time, parse_time
 from omenative.api.types import RetryBlock
-from omenative.observe.pods import format_time, parse_time
 
 BACKOFF, RUNNING, HELD = "Backoff", "RetryInProgress", "Held"
 REVISION_CAUSED = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError",

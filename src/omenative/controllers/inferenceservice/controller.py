@@ -17,6 +17,7 @@ from omenative.api.phases import DELETING, FAILED, READY
 from omenative.api.pod_fields import InvalidSpec
 from omenative.api.readiness import desired_instances
 from omenative.api.selection import Candidate, no_runtime_message, select_runtime
+from omenative.api.times import format_time
 from omenative.api.types import BaseModelSpec
 from omenative.api.units import optional_duration
 from omenative.api.validation import Context as Admission
@@ -45,7 +46,6 @@ from omenative.kube.resources import (
     Resource,
 )
 from omenative.obj import Obj
-from omenative.observe.pods import format_time
 from omenative.ome_resources import (
     CLUSTER_SERVING_RUNTIMES,
     INFERENCE_REPLICAS,

@@ -15,6 +15,7 @@ from omenative.api import constants as c
 from omenative.api import migration_request, naming
 from omenative.api.defaults import gang_schedule_timeout, ready_timeout
 from omenative.api.phases import CREATING_PHASES
+from omenative.api.times import format_time, parse_time
 from omenative.api.types import MigrationStatus
 from omenative.controllers.context import Context
 from omenative.controllers.instance import plan as planner
@@ -26,7 +27,6 @@ from omenative.kube.expectations import expected
 from omenative.kube.gather import gather_all
 from omenative.kube.resources import CONTROLLER_REVISIONS, PODS, Resource
 from omenative.obj import Obj
-from omenative.observe.pods import format_time, parse_time
 from omenative.observe.refusals import LASTING, Refusal, classify
 from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
 from omenative.render import objects

@@ -1,0 +1,51 @@
+"""The rollout vocabulary that the controller and `kubectl ome` share (OME's concepts/omenative/rollout-groups.md):
+canary phases, a group's primary component and step gate, and what a repin compares (the plan's digest and
+topology). Pure."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from omenative.api import constants as c
+from omenative.api.rollout_validation import progression
+from omenative.obj import Obj
+
+# Canary phases (status.components.<primary>.rolloutPhase).
+PENDING, CANARYING, PAUSED, PROMOTING, STABLE = "Pending", "Canarying", "Paused", "Promoting", "Stable"
+FAILED, ROLLING_BACK, ROLLED_BACK = "Failed", "RollingBack", "RolledBack"
+IN_FLIGHT = (PENDING, CANARYING, PAUSED, PROMOTING, FAILED)  # a canary that has not ended
+
+
+def primary_of(names: list[str]) -> str:
+    """The component whose status carries the canary: the router when the group has it, else the engine."""
+    for name in (c.ROUTER, c.ENGINE, c.DECODER):
+        if name in names:
+            return name
+    return names[0]
+
+
+def gate_of(step: Obj) -> str:
+    """What opens a canary step: Analysis, Immediate, Timed (a pause with a duration) or Manual (`pause: {}`)."""
+    if step.get("analysis"):
+        return "Analysis"
+    pause = step.get("pause")
+    if pause is None:
+        return "Immediate"
+    return "Timed" if pause.get("duration") else "Manual"
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def plan_digest(groups: list[Obj]) -> str:
+    """The digest of a plan's groups that `kubectl ome rollout repin` sends and the controller checks."""
+    return "rp1:" + digest(groups)
+
+
+def topology(groups: list[Obj]) -> list[tuple[Any, ...]]:
+    """What a repin must keep: per group its progression, components, order, soak and ratio."""
+    return [(progression(g), tuple(g.get("components") or []), tuple(g.get("order") or []), g.get("soak"),
+             json.dumps(g.get("maintainRatio"), sort_keys=True)) for g in groups]
