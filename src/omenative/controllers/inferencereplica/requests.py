@@ -14,6 +14,8 @@ from omenative.api import constants as c
 from omenative.api.events import Event
 from omenative.api.phases import FAILED
 from omenative.api.types import InstanceStatus
+from omenative.controllers.inferencereplica.facts import instance_facts
+from omenative.controllers.inferencereplica.planner import Planner
 from omenative.controllers.inferencereplica.retry import RetryBlocks
 
 RESET_ANNOTATION = c.ANN_RESET_INSTANCES
@@ -103,3 +105,21 @@ def release(blocks: RetryBlocks, value: str, revision_names: list[str], who: str
                       f"{who}: retryBlock for revision {name} is {state}, not Held; nothing to release")
     return Answer("Normal", "RetryBlockReleased", (
         f"{who}: Held retryBlock for revision {name} removed at operator request ({RELEASE_ANNOTATION} annotation)"))
+
+
+def answer(planner: Planner, rows: dict[int, InstanceStatus]) -> tuple[str, ...]:
+    """Answers the operators' requests of this pass (each once); returns the annotations to remove."""
+    view = planner.view
+    answered: list[str] = []
+    if view.release_request is not None:
+        names = [view.revision_name(view.update_revision)]
+        answer = release(planner.blocks, view.release_request, names, view.who)
+        planner.event(answer.type, answer.reason, answer.message)
+        answered.append(RELEASE_ANNOTATION)
+    if view.reset_request is not None:
+        serving = {i: instance_facts(r, view.pods.get(i, []), view.pods_per_instance).any_serving()
+                   for i, r in rows.items()}
+        for answer in reset(rows, view.reset_request, serving, view.who):
+            planner.event(answer.type, answer.reason, answer.message)
+        answered.append(RESET_ANNOTATION)
+    return tuple(answered)
