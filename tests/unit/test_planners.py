@@ -384,3 +384,18 @@ def test_a_new_replica_is_ready_only_with_every_instance_and_later_tolerates_max
     new = replica.plan(view([row(0, "Ready"), row(1, "Creating")], {0: gang(0)}, replicas=2, max_unavailable=1,
                             was_ready=False))
     assert next(c for c in new.conditions if c.type == "Ready").status == "False"
+
+
+@pytest.mark.parametrize(("running", "update", "current"), [
+    (["rev1", "rev2"], "rev2", "rev1"),  # a tie: the revision being replaced stays current
+    (["rev2", "rev1"], "rev2", "rev1"),
+    (["rev1", "rev2", "rev2"], "rev2", "rev2"),  # the update has more Instances
+    (["rev3", "rev1"], "rev2", "rev1"),  # between older revisions, the lowest name
+    (["rev1", "rev3", "rev3"], "rev2", "rev3"),
+])
+def test_the_current_revision_is_the_one_most_instances_run_and_a_tie_never_depends_on_set_order(
+        running: list[str], update: str, current: str) -> None:
+    rows = [attrs.evolve(row(i, "Ready"), target_revision=rev, running_revision=rev) for i, rev in enumerate(running)]
+    pods = {i: gang(i) for i in range(len(running))}
+    out = replica.plan(view(rows, pods, replicas=len(running), update_revision=update, paused=True))
+    assert out.current_revision == current

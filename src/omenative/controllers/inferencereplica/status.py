@@ -42,8 +42,11 @@ def with_counts(view: ReplicaView, rows: dict[int, InstanceStatus]) -> tuple[lis
     counts = Counts(replicas=len(final), ready=ready, serving=serving, available=available, updated=updated,
                     updated_ready=updated_ready)
     running = [r.running_revision for r in final if r.running_revision]
+    # On a tie the revision being replaced stays current until the update has more Instances, and between older
+    # revisions the lowest name wins: never the order of a set, which changes with the process (a restarted
+    # controller would flip the status).
     current = view.update_revision if not running or all(r == view.update_revision for r in running) else \
-        max(set(running), key=running.count)
+        max(sorted(set(running)), key=lambda r: (running.count(r), r != view.update_revision))
     return final, counts, current
 
 
