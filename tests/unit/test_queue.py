@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from omenative.kube.clock import FakeClock
+from omenative.kube.clock import FakeClock, TokenBucket
 from omenative.kube.queue import (
     ItemExponentialLimiter,
     MaxOfLimiter,
@@ -227,3 +227,15 @@ async def test_shutdown_with_drain_waits_for_held_keys_and_stops_workers() -> No
     await asyncio.wait_for(drained, timeout=1)
     with pytest.raises(ShutDown):
         await queue.get()
+
+
+def test_the_token_bucket_reserves_into_debt_takes_only_what_it_holds_and_refills_on_its_clock() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(rate=2.0, burst=2, clock=clock)
+    assert [bucket.reserve(), bucket.reserve()] == [0.0, 0.0]
+    assert bucket.reserve() == 0.5  # a third token is owed: half a second at two a second
+    assert not bucket.take() and not bucket.full()
+    clock.advance(1.0)  # two tokens: one pays the debt, one is held
+    assert bucket.take() and not bucket.take()
+    clock.advance(10)
+    assert bucket.full() and bucket.tokens == 0.0  # `full` reads the clock; the count refills on the next use

@@ -25,6 +25,7 @@ from kubernetes_asyncio import config as k8s_config
 
 from omenative import __version__
 from omenative.kube import metrics
+from omenative.kube.clock import TokenBucket
 from omenative.kube.credentials import Credentials, denies_identity
 from omenative.kube.resources import Resource
 from omenative.obj import Obj
@@ -89,17 +90,10 @@ class RateLimit:
     def __init__(self, qps: float, burst: int) -> None:
         self.qps = qps
         self.burst = burst
-        self._tokens = float(burst)
-        self._last = time.monotonic()
-        self._lock = asyncio.Lock()
+        self._bucket = TokenBucket(qps, burst)
 
     async def acquire(self) -> None:
-        async with self._lock:
-            now = time.monotonic()
-            self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
-            self._last = now
-            self._tokens -= 1
-            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
+        wait = self._bucket.reserve()  # no await between the refill and the take: the event loop serializes them
         if wait > 0:
             await asyncio.sleep(wait)
 

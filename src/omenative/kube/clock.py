@@ -60,3 +60,41 @@ class FakeClock:
             _, _, future = heapq.heappop(self._sleepers)
             if not future.done():
                 future.set_result(None)
+
+
+class TokenBucket:
+    """A token bucket on a clock (client-go's flowcontrol): `rate` tokens a second, at most `burst` held; it starts
+    full. The one bucket behind the client's QPS, the work queues' overall limit and the event spam filter."""
+
+    __slots__ = ("burst", "clock", "last", "rate", "tokens")
+
+    def __init__(self, rate: float, burst: float, clock: Clock | None = None) -> None:
+        self.rate = rate
+        self.burst = float(burst)
+        self.clock = clock or RealClock()
+        self.tokens = float(burst)
+        self.last = self.clock.now()
+
+    def _refill(self) -> None:
+        now = self.clock.now()
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
+        self.last = now
+
+    def reserve(self) -> float:
+        """Takes a token even when none is left (going into debt, as client-go's Reserve): how long to wait
+        before using it."""
+        self._refill()
+        self.tokens -= 1
+        return 0.0 if self.tokens >= 0 else -self.tokens / self.rate
+
+    def take(self) -> bool:
+        """Takes a token if one is held; False (and nothing taken) otherwise."""
+        self._refill()
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+    def full(self) -> bool:
+        """Refilled to its burst: forgetting it changes nothing (a new bucket starts full)."""
+        return self.tokens + (self.clock.now() - self.last) * self.rate >= self.burst

@@ -24,7 +24,7 @@ import attrs
 import structlog
 
 from omenative.kube.client import ApiError, KubeClient
-from omenative.kube.clock import Clock, RealClock
+from omenative.kube.clock import Clock, RealClock, TokenBucket
 from omenative.kube.resources import EVENTS
 from omenative.obj import Obj
 
@@ -83,7 +83,7 @@ class EventRecorder:
         self._written: dict[SeriesKey, Series] = {}
         self._due: list[tuple[float, SeriesKey]] = []  # (when a series' pending count may be written, series)
         self._wake = asyncio.Event()
-        self._buckets: dict[str, tuple[float, float]] = {}  # object uid -> (tokens, last refill)
+        self._buckets: dict[str, TokenBucket] = {}  # object uid -> its events' bucket
         self._tasks: list[asyncio.Task[None]] = []
         self._flusher: asyncio.Task[None] | None = None
         self.recorded = 0
@@ -109,21 +109,19 @@ class EventRecorder:
         self.event(obj, "Normal", reason, message)
 
     def _allow(self, key: str) -> bool:
-        now = self.clock.now()
-        tokens, last = self._buckets.get(key, (float(SPAM_BURST), now))
-        tokens = min(float(SPAM_BURST), tokens + (now - last) / SPAM_REFILL_SECONDS)
-        if tokens < 1:
-            self._buckets[key] = (tokens, now)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = TokenBucket(1 / SPAM_REFILL_SECONDS, SPAM_BURST, self.clock)
+        if not bucket.take():
             return False
-        self._buckets[key] = (tokens - 1, now)
         if len(self._buckets) > MAX_BUCKETS:
-            self._forget_full_buckets(now)
+            self._forget_full_buckets()
         return True
 
-    def _forget_full_buckets(self, now: float) -> None:
+    def _forget_full_buckets(self) -> None:
         """Drops the buckets that have refilled: a missing bucket starts full, so nothing changes but memory."""
-        for key, (tokens, last) in list(self._buckets.items()):
-            if tokens + (now - last) / SPAM_REFILL_SECONDS >= SPAM_BURST:
+        for key, bucket in list(self._buckets.items()):
+            if bucket.full():
                 del self._buckets[key]
 
     def start(self) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Hashable
 from typing import Generic, Protocol, TypeVar
 
 from omenative.kube import metrics
-from omenative.kube.clock import Clock, RealClock
+from omenative.kube.clock import Clock, RealClock, TokenBucket
 
 K = TypeVar("K", bound=Hashable)
 
@@ -62,16 +62,10 @@ class TokenBucketLimiter(Generic[K]):
     def __init__(self, qps: float = 10.0, burst: int = 100, clock: Clock | None = None) -> None:
         self.qps = qps
         self.burst = burst
-        self.clock = clock or RealClock()
-        self._tokens = float(burst)
-        self._last = self.clock.now()
+        self._bucket = TokenBucket(qps, burst, clock)
 
     def when(self, key: K) -> float:
-        now = self.clock.now()
-        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
-        self._last = now
-        self._tokens -= 1
-        return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
+        return self._bucket.reserve()
 
     def forget(self, key: K) -> None:
         return None
