@@ -31,7 +31,7 @@ from omenative.controllers.inferenceservice.controller import InferenceServiceCo
 from omenative.controllers.instance import watches as instance_watches
 from omenative.controllers.instance.controller import InstanceController
 from omenative.controllers.watches import Queues, Wiring, merge_caches
-from omenative.kube import metrics
+from omenative.kube import metrics, tweaks
 from omenative.kube import resources as r
 from omenative.kube.apply import Applier
 from omenative.kube.cache import FuncHandler, object_key, slim_crd
@@ -65,6 +65,7 @@ class Options:
     config: ControllerConfig = attrs.field(factory=ControllerConfig)
     webhook: Any = None  # omenative.webhook.server.WebhookOptions, when the webhook is served
     credentials_window: float = 30.0  # refused credentials for this long: not ready
+    lean_runtime: bool = False  # `omenative run` applied kube.tweaks (on by default there): check they took effect
 
 
 class Manager:
@@ -141,6 +142,8 @@ class Manager:
         opts = self.options
         client = await KubeClient.connect(opts.kubeconfig, qps=opts.qps, burst=opts.burst,
                                           credentials_window=opts.credentials_window)
+        if opts.lean_runtime:
+            self._check_tweaks()
         caches = Caches(client, namespaces=list(opts.namespaces) or None)
         self._crd_changed = asyncio.Event()
         self._register_caches(caches)
@@ -208,6 +211,17 @@ class Manager:
         finally:
             await self._shutdown(caches, recorder, endpoints, client, tasks, webhook_server)
         return self.exit_code
+
+    @staticmethod
+    def _check_tweaks() -> None:
+        """The runtime tweaks `omenative run` applied are in effect (something imported kubernetes_asyncio first, or
+        another asyncio, would undo them: the controller still works, with more memory)."""
+        effect = tweaks.in_effect()
+        missing = sorted(name for name, on in effect.items() if not on)
+        if missing:
+            log.warning("runtime tweaks did not take effect: memory use will be higher", missing=missing)
+        else:
+            log.info("runtime tweaks in effect", tweaks=sorted(effect))
 
     async def _start_controllers(self) -> None:
         ctx = self.ctx

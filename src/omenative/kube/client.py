@@ -9,10 +9,8 @@ limiter sits in front (off by default, as in controller-runtime, leaving throttl
 from __future__ import annotations
 
 import asyncio
-import asyncio.sslproto
 import builtins
 import json
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, cast
@@ -118,43 +116,6 @@ def _settle_environment(api_client: k8s.ApiClient) -> None:
     old.detach()  # the connection pool now belongs to the new session
 
 
-TLS_READ_BUFFER = 64 * 1024  # four TLS records (16 KiB at most each) per read
-_read_buffers = threading.local()
-
-
-def _shared_read_buffer() -> memoryview:
-    """The TLS read buffer of this thread's connections (an event loop runs in one thread)."""
-    view: memoryview | None = getattr(_read_buffers, "view", None)
-    if view is None:
-        view = _read_buffers.view = memoryview(bytearray(TLS_READ_BUFFER))
-    return view
-
-
-def _small_tls_buffers() -> None:
-    """asyncio gives every TLS connection a zero-filled 256 KiB read buffer, resident for the connection's life: with
-    a connection per concurrent request and per watch (about a hundred at a time under load), a fifth of the
-    controller's peak RSS in `hack/bench.sh`. The buffer holds bytes only between a socket read and the copy into the
-    connection's TLS input, both in one event loop callback, so the connections of a thread share one buffer: each
-    reads into it and its bytes are copied out before any other connection reads. The buffer is 64 KiB: a TLS record
-    is at most 16 KiB, so a read still takes several."""
-    protocol = asyncio.sslproto.SSLProtocol
-    if getattr(protocol, "max_size", 0) > TLS_READ_BUFFER:
-        protocol.max_size = TLS_READ_BUFFER
-    init = protocol.__init__
-    if getattr(init, "shares_read_buffer", False) or not hasattr(protocol, "buffer_updated"):
-        return
-
-    def shared_init(self: Any, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        view = _shared_read_buffer()
-        if len(getattr(self, "_ssl_buffer", b"")) <= len(view):  # asyncio's own layout: replace its buffer
-            self._ssl_buffer = view.obj
-            self._ssl_buffer_view = view
-
-    shared_init.shares_read_buffer = True  # type: ignore[attr-defined]
-    protocol.__init__ = shared_init  # type: ignore[method-assign]
-
-
 class KubeClient:
     def __init__(
         self,
@@ -193,7 +154,6 @@ class KubeClient:
             k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         credentials = Credentials(loader, configuration, window=credentials_window)
         credentials.install()
-        _small_tls_buffers()
         rate_limit = RateLimit(qps, burst or max(1, int(qps * 2))) if qps and qps > 0 else None
         api_client = k8s.ApiClient(configuration=configuration)
         _settle_environment(api_client)
