@@ -68,12 +68,13 @@ from omenative.api.constants import LABEL_COMPONENT
 from omenative.api.instance_status import encode_rows
 from omenative.api.types import BaseModelSpec, InstanceStatus
 from omenative.controllers.inferenceservice import desired
-from omenative.kube import cache
-from omenative.kube.cache import Store, object_key, strip_server_fields
+from omenative.kube import sharing
+from omenative.kube.cache import Store, object_key
 from omenative.kube.client import ApiError, KubeClient
 from omenative.kube.reflector import Informer
 from omenative.kube.resources import CONTROLLER_REVISIONS, EVENTS, HPAS, PDBS, PODS, SERVICES, Resource
 from omenative.manager import Manager, Options
+from omenative.obj import strip_server_fields
 from omenative.observe.pods import is_true
 from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
 from omenative.render import objects
@@ -406,7 +407,7 @@ def measure_caches(items: dict[str, list[Obj]]) -> Obj:
     (its pod and InferenceService trackers) fill the process's table with the same parts, and a resource whose
     parts were already held would look smaller than it is. The table's own growth is counted once, as
     `(shared parts table)`, not in whichever resource happened to make it grow."""
-    shared, cache.SHARED = cache.SHARED, cache.SharedSubtrees()
+    shared, sharing.SHARED = sharing.SHARED, sharing.SharedSubtrees()
     out: Obj = {}
     stores = []  # all held to the end, as the manager holds them: a store let go would free parts the next one counts
     tracemalloc.start()
@@ -416,19 +417,19 @@ def measure_caches(items: dict[str, list[Obj]]) -> Obj:
                 continue
             raw = [json.dumps(item).encode() for item in items[reg.resource.plural]]
             store = Store(reg.resource, transform=reg.transform, indexers=reg.indexers)
-            table = sys.getsizeof(cache.SHARED._table)
+            table = sys.getsizeof(sharing.SHARED._table)
             before = tracemalloc.get_traced_memory()[0]
             for b in raw:
                 store.upsert(json.loads(b))
-            heap = tracemalloc.get_traced_memory()[0] - before - (sys.getsizeof(cache.SHARED._table) - table)
+            heap = tracemalloc.get_traced_memory()[0] - before - (sys.getsizeof(sharing.SHARED._table) - table)
             out[reg.resource.plural] = {"objects": len(store), "json_bytes": sum(len(b) for b in raw),
                                         "heap_bytes": heap}
             stores.append(store)
-        out["(shared parts table)"] = {"objects": len(cache.SHARED), "json_bytes": 0,
-                                       "heap_bytes": sys.getsizeof(cache.SHARED._table)}
+        out["(shared parts table)"] = {"objects": len(sharing.SHARED), "json_bytes": 0,
+                                       "heap_bytes": sys.getsizeof(sharing.SHARED._table)}
     finally:
         tracemalloc.stop()
-        cache.SHARED = shared
+        sharing.SHARED = shared
         del stores
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["heap_bytes"]))
 

@@ -43,14 +43,14 @@ async def test_the_proxy_is_resolved_once(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 async def test_tls_connections_share_one_small_read_buffer(tmp_path: Path) -> None:
-    """asyncio's default TLS read buffer is 256 KiB per connection, zero-filled and so resident; after connect, the
-    TLS connections of a thread read into one shared buffer of TLS_READ_BUFFER, and connections that read at the
-    same time each still get their own whole answer."""
+    """asyncio's default TLS read buffer is 256 KiB per connection, zero-filled and so resident; with the runtime
+    tweak `omenative run` applies, the TLS connections of a thread read into one shared buffer of TLS_READ_BUFFER,
+    and connections that read at the same time each still get their own whole answer."""
     import asyncio
     import datetime as dt
     import ssl
 
-    from omenative.kube.client import TLS_READ_BUFFER
+    from omenative.kube.tweaks import TLS_READ_BUFFER, shared_tls_read_buffer
     from omenative.webhook.certs import make_bundle
 
     bundle = make_bundle(["localhost"], dt.datetime.now(dt.UTC))
@@ -73,6 +73,7 @@ async def test_tls_connections_share_one_small_read_buffer(tmp_path: Path) -> No
     port = server.sockets[0].getsockname()[1]
     (tmp_path / "kubeconfig").write_text(KUBECONFIG)
     kube = await KubeClient.connect(str(tmp_path / "kubeconfig"))
+    assert shared_tls_read_buffer()
     try:
         client_tls = ssl.create_default_context()
         client_tls.check_hostname = False

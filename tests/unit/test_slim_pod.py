@@ -9,9 +9,10 @@ import json
 
 import pytest
 
-from omenative.kube.cache import INTERN_MAX_CHARS, Store, compact, slim_pod
+from omenative.kube.cache import Store
 from omenative.kube.resources import PODS
-from omenative.observe.pods import pod_facts, pod_got_worse
+from omenative.kube.sharing import INTERN_MAX_CHARS, compact
+from omenative.observe.pods import pod_facts, pod_got_worse, slim_pod
 from omenative.render.pods import InstanceRef, render_instance
 
 pytestmark = pytest.mark.unit
@@ -120,8 +121,7 @@ def test_the_cache_holds_one_copy_of_each_repeated_string() -> None:
 
 
 def test_an_endpoint_slice_keeps_the_routed_pods_and_their_conditions() -> None:
-    from omenative.controllers.watches import routed_pod_index
-    from omenative.kube.cache import slim_endpoint_slice
+    from omenative.controllers.watches import routed_pod_index, slim_endpoint_slice
 
     def endpoint(name: str, ready: bool) -> dict[str, object]:
         return {"addresses": ["10.0.0.7"], "nodeName": "gpu-node-1", "zone": "a", "hints": {"forZones": []},
@@ -147,7 +147,7 @@ def test_an_endpoint_slice_keeps_the_routed_pods_and_their_conditions() -> None:
 
 
 def test_repeated_parts_are_held_once_and_dropped_with_the_last_object_holding_them() -> None:
-    from omenative.kube.cache import SHARED
+    from omenative.kube.sharing import SHARED
     from omenative.ome_resources import INFERENCE_REPLICAS
 
     def replica(name: str, uid: str, flag: object) -> dict[str, object]:

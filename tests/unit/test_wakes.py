@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from omenative.controllers.instance.watches import SliceEvents
-from omenative.controllers.watches import OnDelete
-from omenative.kube.cache import ChangedOnly, Store, same_content, slim_podgroup, without_status
+from omenative.controllers.watches import OnDelete, slim_podgroup
+from omenative.kube.cache import ChangedOnly, Store, same_content, without_status
 from omenative.kube.resources import PDBS
 from omenative.manager import DECLARATIONS, Manager, Options
 from omenative.ome_resources import PODGROUPS

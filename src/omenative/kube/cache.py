@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import structlog
 
-from omenative.kube import metrics
+from omenative.kube import metrics, sharing
 from omenative.kube.resources import Resource
-from omenative.obj import Obj
+from omenative.obj import Obj, strip_server_fields
 
 Transform = Callable[[Obj], Obj]
 IndexFunc = Callable[[Obj], Iterable[str]]
@@ -102,31 +101,11 @@ def by_label(label: str) -> IndexFunc:
     return index
 
 
-def strip_server_fields(obj: Obj) -> Obj:
-    """The default transform: drops fields no controller reads and that only cost memory."""
-    meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        meta.pop("managedFields", None)
-        annotations = meta.get("annotations")
-        if annotations:
-            annotations.pop("kubectl.kubernetes.io/last-applied-configuration", None)
-    return obj
-
-
 def without_status(obj: Obj) -> Obj:
     """The transform of what omenative writes whole but never reads the status of (Services, autoscalers, disruption
     budgets): their controllers update it often (a budget on every pod change), and nothing here reads it."""
     strip_server_fields(obj)
     obj.pop("status", None)
-    return obj
-
-
-def slim_podgroup(obj: Obj) -> Obj:
-    """The PodGroups' transform: of the status only whether the gang failed (the one thing an Instance acts on). The
-    PodGroup controller rewrites the counts and phase as each pod is scheduled and runs."""
-    strip_server_fields(obj)
-    status = obj.get("status")
-    obj["status"] = {"phase": "Failed"} if isinstance(status, dict) and status.get("phase") == "Failed" else {}
     return obj
 
 
@@ -139,139 +118,6 @@ def slim_crd(obj: Obj) -> Obj:
             "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion", "deletionTimestamp") if k in meta},
             "status": {"conditions": [{k: x.get(k) for k in ("type", "status")} for x in conditions
                                       if isinstance(x, dict)]}}
-
-
-POD_SPEC_READ = ("nodeName", "schedulerName", "readinessGates", "schedulingGates")
-POD_STATUS_READ = ("phase", "reason", "message", "conditions", "podIP")
-# Of a container's status: its restarts, why its last run ended, and why it is waiting (a wedged pull or crash loop).
-CONTAINER_STATUS_READ = {"state": ("waiting", ("reason", "message")),
-                         "lastState": ("terminated", ("reason", "exitCode", "finishedAt"))}
-
-
-def _slim_container_status(status: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {k: status[k] for k in ("name", "restartCount") if k in status}
-    for field, (kind, keep) in CONTAINER_STATUS_READ.items():
-        part = (status.get(field) or {}).get(kind) if isinstance(status.get(field), dict) else None
-        if isinstance(part, dict):
-            out[field] = {kind: {k: part[k] for k in keep if k in part}}
-    return out
-
-
-def slim_pod(obj: Obj) -> Obj:
-    """The pods' transform: only the fields the controllers read. The containers, with their environment, commands
-    and probes, are most of a model server pod's size and never read back (the pod's revision is in its labels);
-    of the status, the host and pod addresses, start times, images and container IDs are unique to each pod and
-    never read either (a pod's address only as whether it has one)."""
-    strip_server_fields(obj)
-    spec = obj.get("spec")
-    if isinstance(spec, dict):
-        obj["spec"] = {k: spec[k] for k in POD_SPEC_READ if k in spec}
-    status = obj.get("status")
-    if isinstance(status, dict):
-        slim = {k: status[k] for k in POD_STATUS_READ if k in status}
-        for field in ("initContainerStatuses", "containerStatuses"):
-            if isinstance(statuses := status.get(field), list):
-                slim[field] = [_slim_container_status(x) for x in statuses if isinstance(x, dict)]
-        obj["status"] = slim
-    return obj
-
-
-ENDPOINT_READ = {"targetRef": ("kind", "name"), "conditions": ("ready", "serving", "terminating")}
-
-
-def slim_endpoint_slice(obj: Obj) -> Obj:
-    """The EndpointSlices' transform: of each endpoint the controllers read only which pod it routes to and whether
-    it is ready or serving. Addresses, node names, zones, hints and ports were a fifth of the heap at 10,000 pods."""
-    strip_server_fields(obj)
-    obj.pop("ports", None)
-    endpoints = obj.get("endpoints")
-    if isinstance(endpoints, list):
-        obj["endpoints"] = [
-            {field: {k: part[k] for k in keep if k in part}
-             for field, keep in ENDPOINT_READ.items() if isinstance(part := endpoint.get(field), dict)}
-            for endpoint in endpoints if isinstance(endpoint, dict)]
-    return obj
-
-
-INTERN_MAX_CHARS = 128
-
-
-def _identity(value: Any) -> Any:
-    """What a container's key says of one of its (already shared) values: a container by identity, a string or
-    None as itself, a number or bool with its type (1, 1.0 and True are equal and hash alike, but are not the same
-    JSON)."""
-    kind = type(value)
-    if kind is str or value is None:
-        return value
-    if kind is dict or kind is list:
-        return id(value)
-    return (kind, value)
-
-
-class SharedSubtrees:
-    """One copy of each repeated part of the cached objects (hash-consing), across every cache of the process.
-
-    JSON decoding makes a new string for every key and value and a new dict for every part, so 500 copies of one
-    InferenceService hold 500 copies of its runners, and again in each ControllerRevision, and a thousand pods hold
-    a thousand copies of "lastTransitionTime" and of their owner's UID. Keys and short strings are interned; a dict
-    or list whose values are all shared already is looked up by a hash of their identities and, when an equal one
-    is held, that one is used instead. An object's own top level and its `metadata` (which carries its UID) are
-    never repeated and not looked up.
-
-    The cached objects are read-only (every consumer copies before it changes anything); with sharing, a change in
-    place would show in every object that shares the part, which `Store`'s in-place check (on in the tests) catches.
-    Parts no cached object holds any more are dropped from the table whenever it has grown by half since the last
-    pass (the table's reference is then the only one left)."""
-
-    def __init__(self) -> None:
-        self._table: dict[int, Any] = {}
-        self._pruned_at = 1024
-
-    def __len__(self) -> int:
-        return len(self._table)
-
-    def share(self, value: Any, depth: int = 0) -> Any:
-        kind = type(value)
-        if kind is dict:
-            out = {sys.intern(k): self.share(v, depth + 1) for k, v in value.items()}
-            if depth == 0 or (depth == 1 and "uid" in out):
-                return out
-            return self._one(out, ("d", *[part for k, v in out.items() for part in (k, _identity(v))]))
-        if kind is list:
-            items = [self.share(v, depth + 1) for v in value]
-            return self._one(items, ("l", *[_identity(v) for v in items]))
-        if kind is str and len(value) <= INTERN_MAX_CHARS:
-            return sys.intern(value)
-        return value
-
-    def _one(self, value: Any, key: tuple[Any, ...]) -> Any:
-        digest = hash(key)
-        held = self._table.get(digest)
-        # Equal values of the same type: ids in the key are of shared parts the table keeps alive, so equal hashes
-        # of different parts are a true collision, which the comparison rules out.
-        if held is not None and type(held) is type(value) and held == value:
-            return held
-        self._table[digest] = value
-        if len(self._table) > self._pruned_at * 3 // 2:
-            self.prune()
-        return value
-
-    def prune(self) -> int:
-        """Drops the parts only the table still holds; returns how many."""
-        gone = [digest for digest in self._table if sys.getrefcount(self._table[digest]) <= 2]
-        for digest in gone:
-            del self._table[digest]
-        self._pruned_at = max(1024, len(self._table))
-        return len(gone)
-
-
-SHARED = SharedSubtrees()
-
-
-def compact(value: Any) -> Any:
-    """A decoded object with its keys and short strings interned and its repeated parts shared (`SharedSubtrees`).
-    Long strings (a message, a serialized blob) are rarely repeated and are kept as they are."""
-    return SHARED.share(value)
 
 
 # The tests turn this on: every cached object is fingerprinted when stored and checked when replaced or removed,
@@ -358,7 +204,7 @@ class Store:
                     index.setdefault(value, set()).add(key)
 
     def upsert(self, obj: Obj, *, initial: bool = False) -> None:
-        obj = compact(self.transform(obj) if self.transform is not None else obj)
+        obj = sharing.compact(self.transform(obj) if self.transform is not None else obj)
         key = object_key(obj)
         old = self._items.get(key)
         if CHECK_IN_PLACE_CHANGES:

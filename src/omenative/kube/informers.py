@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from omenative.kube.cache import Handler, IndexFunc, Store, Transform, strip_server_fields
+from omenative.kube.cache import Handler, IndexFunc, Store, Transform
 from omenative.kube.client import KubeClient
 from omenative.kube.reflector import Informer
 from omenative.kube.resources import Resource
-from omenative.obj import Obj
+from omenative.obj import Obj, strip_server_fields
 
 
 class Caches:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from omenative.api import constants as c
 from omenative.api.times import parse_time
-from omenative.obj import Obj
+from omenative.obj import Obj, strip_server_fields
 
 WEDGED_REASONS = frozenset({
     "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError", "CreateContainerError",
@@ -164,3 +166,40 @@ def pod_got_worse(old: Obj, new: Obj) -> bool:
     if any(count > before.get(name, 0) for name, count in _restarts(new).items()):
         return True
     return is_true(old, "Ready") and not is_true(new, "Ready")
+
+
+# The cached pods keep only the fields read here (`pod_facts`, `pod_got_worse`) and by the controllers' indexes:
+# `slim_pod` is the pods cache's transform. A field read anywhere must be in these lists.
+POD_SPEC_READ = ("nodeName", "schedulerName", "readinessGates", "schedulingGates")
+POD_STATUS_READ = ("phase", "reason", "message", "conditions", "podIP")
+# Of a container's status: its restarts, why its last run ended, and why it is waiting (a wedged pull or crash loop).
+CONTAINER_STATUS_READ = {"state": ("waiting", ("reason", "message")),
+                         "lastState": ("terminated", ("reason", "exitCode", "finishedAt"))}
+
+
+def _slim_container_status(status: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: status[k] for k in ("name", "restartCount") if k in status}
+    for field, (kind, keep) in CONTAINER_STATUS_READ.items():
+        part = (status.get(field) or {}).get(kind) if isinstance(status.get(field), dict) else None
+        if isinstance(part, dict):
+            out[field] = {kind: {k: part[k] for k in keep if k in part}}
+    return out
+
+
+def slim_pod(obj: Obj) -> Obj:
+    """The pods' transform: only the fields the controllers read. The containers, with their environment, commands
+    and probes, are most of a model server pod's size and never read back (the pod's revision is in its labels);
+    of the status, the host and pod addresses, start times, images and container IDs are unique to each pod and
+    never read either (a pod's address only as whether it has one)."""
+    strip_server_fields(obj)
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        obj["spec"] = {k: spec[k] for k in POD_SPEC_READ if k in spec}
+    status = obj.get("status")
+    if isinstance(status, dict):
+        slim = {k: status[k] for k in POD_STATUS_READ if k in status}
+        for field in ("initContainerStatuses", "containerStatuses"):
+            if isinstance(statuses := status.get(field), list):
+                slim[field] = [_slim_container_status(x) for x in statuses if isinstance(x, dict)]
+        obj["status"] = slim
+    return obj

@@ -25,12 +25,13 @@ from omenative.controllers.watches import (
     force_delete_on,
     isvc_label_index,
     replica_key_of,
+    slim_podgroup,
 )
 from omenative.kube import resources as k
-from omenative.kube.cache import FuncHandler, Handler, object_key, slim_pod, slim_podgroup
+from omenative.kube.cache import FuncHandler, Handler, object_key
 from omenative.kube.resources import Resource
 from omenative.obj import Obj
-from omenative.observe.pods import pod_got_worse
+from omenative.observe.pods import pod_got_worse, slim_pod
 from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
 
 

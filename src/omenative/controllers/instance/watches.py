@@ -32,19 +32,14 @@ from omenative.controllers.watches import (
     instance_key_of,
     isvc_label_index,
     routed_pod_index,
-)
-from omenative.kube import resources as k
-from omenative.kube.cache import (
-    ChangedOnly,
-    FuncHandler,
-    Handler,
-    object_key,
     slim_endpoint_slice,
-    slim_pod,
     slim_podgroup,
 )
+from omenative.kube import resources as k
+from omenative.kube.cache import ChangedOnly, FuncHandler, Handler, object_key
 from omenative.kube.resources import Resource
 from omenative.obj import Obj
+from omenative.observe.pods import slim_pod
 from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
 
 
