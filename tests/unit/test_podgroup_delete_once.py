@@ -11,6 +11,7 @@ import pytest
 
 from omenative.controllers.instance.controller import InstanceController
 from omenative.controllers.instance.plan import InstanceActions
+from omenative.controllers.watches import PodsOf
 from omenative.kube.expectations import Expectations
 
 pytestmark = pytest.mark.unit
@@ -69,9 +70,9 @@ async def test_a_leftover_podgroup_is_deleted_once_while_the_cache_still_shows_i
     await controller.delete_leftover_podgroup(KEY, IR)
     await controller.delete_leftover_podgroup(KEY, IR)  # its delete event has not arrived
     assert ctx.applier.deleted == ["g1"]
-    assert not ctx.expectations.satisfied(KEY)
+    assert not ctx.expectations.satisfied(PodsOf(KEY))
 
-    ctx.expectations.deletion_observed(KEY, "g1")  # the event arrives (the manager's PodGroup handler)
+    ctx.expectations.deletion_observed(PodsOf(KEY), "g1")  # the event arrives (the manager's PodGroup handler)
     ctx.cached = podgroup("g2")  # a new Instance's PodGroup under the same name, later left over too
     await controller.delete_leftover_podgroup(KEY, IR)
     assert ctx.applier.deleted == ["g1", "g2"]
@@ -84,7 +85,7 @@ async def test_the_deleting_instances_podgroup_is_deleted_once_and_a_failed_dele
     ctx.applier.fail = True
     with pytest.raises(TimeoutError):
         await controller.execute(KEY, IR, actions, 1)
-    assert ctx.expectations.satisfied(KEY)  # no event will come for a refused request: nothing to wait for
+    assert ctx.expectations.satisfied(PodsOf(KEY))  # no event will come for a refused request: nothing to wait for
     await controller.execute(KEY, IR, actions, 1)
     await controller.execute(KEY, IR, actions, 1)
     await controller.delete_leftover_podgroup(KEY, IR)  # the row went before the event came
@@ -96,4 +97,4 @@ async def test_a_podgroup_already_gone_counts_as_observed_at_once() -> None:
     ctx.applier.gone = True
     controller = InstanceController(ctx)  # type: ignore[arg-type]
     await controller.delete_leftover_podgroup(KEY, IR)
-    assert ctx.applier.deleted == ["g1"] and ctx.expectations.satisfied(KEY)
+    assert ctx.applier.deleted == ["g1"] and ctx.expectations.satisfied(PodsOf(KEY))

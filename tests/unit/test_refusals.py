@@ -15,6 +15,7 @@ from omenative.controllers.inferencereplica import plan as replica
 from omenative.controllers.instance import plan as instance
 from omenative.controllers.instance.controller import InstanceController
 from omenative.controllers.refusals import Refusals
+from omenative.controllers.watches import PodsOf
 from omenative.kube.client import ApiError
 from omenative.kube.expectations import Expectations
 from omenative.observe.refusals import (
@@ -211,7 +212,7 @@ async def test_a_refused_create_is_recorded_announced_once_and_wakes_the_replica
     assert ctx.events.recorded == [("InferenceReplica", "FailedCreate", f"Error creating: {QUOTA}")]
     assert ctx.queues["inferencereplica"].added == ["ns/s-engine"]
     # The refused pod will send no event: only the worker's is awaited.
-    assert ctx.expectations.pending(KEY)[0] == {"s-engine-0-worker-0"}
+    assert ctx.expectations.pending(PodsOf(KEY))[0] == {"s-engine-0-worker-0"}
     # Refused again five seconds later: the same cause is not announced again, and it has stood since the first.
     ctx.now += 5
     leader_only = attrs.evolve(actions, create_pods=actions.create_pods[:1])

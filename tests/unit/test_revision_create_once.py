@@ -9,6 +9,7 @@ import attrs
 import pytest
 
 from omenative.controllers.inferencereplica.controller import InferenceReplicaController
+from omenative.controllers.watches import RevisionNamed
 from omenative.kube.expectations import Expectations
 
 pytestmark = pytest.mark.unit
@@ -58,7 +59,7 @@ async def test_a_lagging_cache_does_not_create_it_twice_and_a_failed_create_is_r
     ctx.cached["svc-engine-abc"] = {"metadata": {"name": "svc-engine-abc", "labels": {}}, "revision": 1}
     await ensure(controller)
     assert ctx.applier.created == ["svc-engine-abc"]
-    assert ctx.expectations.pending("controllerrevisions/ns/svc-engine-abc") == (frozenset(), frozenset())
+    assert ctx.expectations.pending(RevisionNamed("ns", "svc-engine-abc")) == (frozenset(), frozenset())
 
     ctx.applier.fail = True  # a new revision whose first create fails: the next pass creates it
     with pytest.raises(TimeoutError):

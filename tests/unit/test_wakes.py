@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from omenative.controllers.instance.watches import SliceEvents
-from omenative.controllers.watches import OnDelete, slim_podgroup
+from omenative.controllers.watches import OnDelete, PodsOf, slim_podgroup
 from omenative.kube.cache import ChangedOnly, Store, same_content, without_status
 from omenative.kube.resources import PDBS
 from omenative.manager import DECLARATIONS, Manager, Options
@@ -140,9 +140,9 @@ def test_a_podgroup_delete_marks_the_instances_delete_observed_and_wakes_its_rep
     handler = OnDelete(gone)
     group = {**podgroup("1", "Running", 2), "metadata": {**podgroup("1", "Running", 2)["metadata"], "labels": {
         "ome.io/inferenceservice": "svc", "component": "engine", "ome.io/instance-index": "0"}}}
-    manager.expectations.expect_deletions("ns/svc-engine/0", ["g1"])
+    manager.expectations.expect_deletions(PodsOf("ns/svc-engine/0"), ["g1"])
     handler.on_update(group, {**group, "metadata": {**group["metadata"], "resourceVersion": "2"}})
-    assert not manager.expectations.satisfied("ns/svc-engine/0") and len(manager.q_ir) == 0
+    assert not manager.expectations.satisfied(PodsOf("ns/svc-engine/0")) and len(manager.q_ir) == 0
     handler.on_delete(group)
-    assert manager.expectations.satisfied("ns/svc-engine/0")
+    assert manager.expectations.satisfied(PodsOf("ns/svc-engine/0"))
     assert manager.q_ir.get_nowait() == "ns/svc-engine"

@@ -98,6 +98,42 @@ def parent_key_of(replica: Obj) -> str | None:
     return f"{replica['metadata']['namespace']}/{parent}" if parent else None
 
 
+# Expectation keys, typed: what a controller waits to see in its cache before it writes again.
+@attrs.frozen
+class PodsOf:
+    """The pods and PodGroup an Instance's controller created or deleted (observed by the pod and PodGroup events)."""
+
+    instance: str  # "{namespace}/{replica}/{index}", the Instance's queue key
+
+
+@attrs.frozen
+class ReplicasOf:
+    """The InferenceReplicas an InferenceService created (observed by the InferenceReplica events)."""
+
+    isvc: str  # "{namespace}/{name}"
+
+
+@attrs.frozen
+class RevisionNamed:
+    """A ControllerRevision the InferenceReplica controller created (observed once a pass finds it cached)."""
+
+    namespace: str
+    name: str
+
+
+@attrs.frozen
+class StatusOf:
+    """The status an InferenceReplica's controller wrote, or the rollout status of an InferenceService (write
+    expectations: the next reconcile waits for the cache to hold the version the write produced)."""
+
+    kind: str  # "InferenceReplica" or "InferenceService.rollout"
+    key: str  # the object's "{namespace}/{name}"
+
+
+def replica_status(key: str) -> StatusOf:
+    return StatusOf("InferenceReplica", key)
+
+
 class RowsOf(Protocol):
     """The decoded status rows of an InferenceReplica, by Instance index (shared, computed once per version)."""
 

@@ -8,7 +8,7 @@ Creates and deletes that failed are marked observed by hand, since no event will
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 
 import attrs
 
@@ -28,39 +28,39 @@ class Expectations:
     def __init__(self, clock: Clock | None = None, timeout: float = EXPECTATIONS_TIMEOUT) -> None:
         self.clock = clock or RealClock()
         self.timeout = timeout
-        self._records: dict[str, _Record] = {}
+        self._records: dict[Hashable, _Record] = {}  # keyed by the controllers' typed keys
 
-    def expect_creations(self, key: str, names: list[str]) -> None:
+    def expect_creations(self, key: Hashable, names: list[str]) -> None:
         record = self._records.setdefault(key, _Record())
         record.creates.update(names)
         record.since = self.clock.now()
 
-    def expect_deletions(self, key: str, uids: list[str]) -> None:
+    def expect_deletions(self, key: Hashable, uids: list[str]) -> None:
         record = self._records.setdefault(key, _Record())
         record.deletes.update(uids)
         record.since = self.clock.now()
 
-    def creation_observed(self, key: str, name: str) -> None:
+    def creation_observed(self, key: Hashable, name: str) -> None:
         record = self._records.get(key)
         if record is not None:
             record.creates.discard(name)
 
-    def deletion_observed(self, key: str, uid: str) -> None:
+    def deletion_observed(self, key: Hashable, uid: str) -> None:
         record = self._records.get(key)
         if record is not None:
             record.deletes.discard(uid)
 
-    def satisfied(self, key: str) -> bool:
+    def satisfied(self, key: Hashable) -> bool:
         record = self._records.get(key)
         if record is None or (not record.creates and not record.deletes):
             return True
         return self.clock.now() - record.since >= self.timeout
 
-    def pending(self, key: str) -> tuple[frozenset[str], frozenset[str]]:
+    def pending(self, key: Hashable) -> tuple[frozenset[str], frozenset[str]]:
         record = self._records.get(key) or _Record()
         return frozenset(record.creates), frozenset(record.deletes)
 
-    def forget(self, key: str) -> None:
+    def forget(self, key: Hashable) -> None:
         self._records.pop(key, None)
 
 
@@ -84,18 +84,18 @@ class WriteExpectations:
     def __init__(self, clock: Clock | None = None, timeout: float = 30.0) -> None:
         self.clock = clock or RealClock()
         self.timeout = timeout
-        self._written: dict[str, tuple[str, float]] = {}
+        self._written: dict[Hashable, tuple[str, float]] = {}
 
-    def wrote(self, key: str, resource_version: str | None) -> None:
+    def wrote(self, key: Hashable, resource_version: str | None) -> None:
         if resource_version:
             self._written[key] = (resource_version, self.clock.now())
 
-    def observed(self, key: str, resource_version: str | None) -> None:
+    def observed(self, key: Hashable, resource_version: str | None) -> None:
         record = self._written.get(key)
         if record is not None and resource_version and _newer_or_same(resource_version, record[0]):
             del self._written[key]
 
-    def caught_up(self, key: str, cached_version: str | None) -> bool:
+    def caught_up(self, key: Hashable, cached_version: str | None) -> bool:
         record = self._written.get(key)
         if record is None:
             return True
@@ -105,7 +105,7 @@ class WriteExpectations:
             return True
         return False
 
-    def forget(self, key: str) -> None:
+    def forget(self, key: Hashable) -> None:
         self._written.pop(key, None)
 
 

@@ -24,7 +24,7 @@ from omenative.controllers.inferencereplica import plan as planner
 from omenative.controllers.inferencereplica import requests
 from omenative.controllers.inferencereplica.migration import Caps
 from omenative.controllers.inferencereplica.retry import RetryPolicy
-from omenative.controllers.watches import BY_ISVC, BY_REPLICA
+from omenative.controllers.watches import BY_ISVC, BY_REPLICA, RevisionNamed, replica_status
 from omenative.kube.client import ApiError
 from omenative.kube.controller import Result, split_key
 from omenative.kube.expectations import expected
@@ -66,11 +66,11 @@ class InferenceReplicaController:
         namespace, name = split_key(key)
         ir = ctx.get(INFERENCE_REPLICAS, namespace, name)
         if ir is None:
-            ctx.written.forget(key)
+            ctx.written.forget(replica_status(key))
             ctx.refusals.forget_replica(key)
             return None  # its pods go with it (owner references)
         meta = ir["metadata"]
-        if not ctx.written.caught_up(key, meta.get("resourceVersion")):
+        if not ctx.written.caught_up(replica_status(key), meta.get("resourceVersion")):
             return None  # our last status write is not in the cache yet; its watch event brings us back
         finalizers = meta.get("finalizers") or []
         deleting = bool(meta.get("deletionTimestamp"))
@@ -152,7 +152,7 @@ class InferenceReplicaController:
         written = await ctx.applier.apply_status(INFERENCE_REPLICAS, name, namespace, status)
         version = (written or {}).get("metadata", {}).get("resourceVersion")
         if version and version != meta.get("resourceVersion"):  # a write was made (not skipped as a no-op)
-            ctx.written.wrote(key, version)
+            ctx.written.wrote(replica_status(key), version)
             for cause in fleet_metrics.restarts(ctx.rows.of(ir), result.rows):
                 fleet_metrics.instance_restarts_total.labels(component=component, cause=cause).inc()
             held = sum(1 for event in result.events if event.reason == "RepairHeld")
@@ -307,7 +307,7 @@ class InferenceReplicaController:
         ctx = self.ctx
         namespace = ir["metadata"]["namespace"]
         name = naming.revision_name(isvc, component, revision)
-        key = f"{CONTROLLER_REVISIONS.plural}/{namespace}/{name}"
+        key = RevisionNamed(namespace, name)
         if ctx.get(CONTROLLER_REVISIONS, namespace, name) is not None:
             ctx.expectations.forget(key)
             return

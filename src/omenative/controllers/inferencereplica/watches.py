@@ -25,6 +25,7 @@ from omenative.controllers.watches import (
     force_delete_on,
     isvc_label_index,
     replica_key_of,
+    replica_status,
     slim_podgroup,
 )
 from omenative.kube import resources as k
@@ -55,7 +56,7 @@ class ReplicaEvents:
 
     def _wake(self, obj: Obj) -> None:
         key = object_key(obj)
-        self.w.written.observed(key, obj["metadata"].get("resourceVersion"))
+        self.w.written.observed(replica_status(key), obj["metadata"].get("resourceVersion"))
         self.w.queues.replica.add(key)
 
     def on_add(self, obj: Obj, initial: bool) -> None:

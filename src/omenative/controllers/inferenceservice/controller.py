@@ -28,7 +28,7 @@ from omenative.controllers.context import Context, current_revision
 from omenative.controllers.inferenceservice import desired, rollout
 from omenative.controllers.inferenceservice.status import build_status
 from omenative.controllers.inferenceservice.watches import creations_key
-from omenative.controllers.watches import BY_ISVC
+from omenative.controllers.watches import BY_ISVC, StatusOf
 from omenative.kube.cache import NAMESPACE_INDEX
 from omenative.kube.client import ApiError
 from omenative.kube.controller import Result, split_key
@@ -67,9 +67,9 @@ KIND_RESOURCES: dict[str, Resource] = {
 REFUSED_RETRY_SECONDS = 30.0
 
 
-def rollout_key(key: str) -> str:
+def rollout_key(key: str) -> StatusOf:
     """The write-expectations key of an InferenceService's status, whose rollout state the next plan reads."""
-    return f"isvc-rollout:{key}"
+    return StatusOf("InferenceService.rollout", key)
 
 
 def rollout_changed(old: Obj, outcome: rollout.Outcome) -> bool:

@@ -17,6 +17,7 @@ from omenative.controllers.watches import (
     BY_RUNTIME,
     CacheSpec,
     Declaration,
+    ReplicasOf,
     Wiring,
     isvc_label_index,
     parent_key_of,
@@ -36,9 +37,9 @@ from omenative.ome_resources import (
 )
 
 
-def creations_key(namespace: str, isvc: str) -> str:
+def creations_key(namespace: str, isvc: str) -> ReplicasOf:
     """The expectations key of the InferenceReplicas an InferenceService creates (observed by the replica cache)."""
-    return f"isvc:{namespace}/{isvc}"
+    return ReplicasOf(f"{namespace}/{isvc}")
 
 
 def runtime_index(obj: Obj) -> list[str]:

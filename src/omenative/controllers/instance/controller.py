@@ -20,7 +20,7 @@ from omenative.api.types import MigrationStatus
 from omenative.controllers.context import Context
 from omenative.controllers.instance import plan as planner
 from omenative.controllers.refusals import Refusals
-from omenative.controllers.watches import BY_INSTANCE
+from omenative.controllers.watches import BY_INSTANCE, PodsOf
 from omenative.kube.client import ApiError
 from omenative.kube.controller import Result
 from omenative.kube.expectations import expected
@@ -69,7 +69,7 @@ class InstanceController:
         namespace, replica, index = split_instance_key(key)
         ir = ctx.get(INFERENCE_REPLICAS, namespace, replica)
         if ir is None:
-            ctx.expectations.forget(key)
+            ctx.expectations.forget(PodsOf(key))
             return None
         row = ctx.rows.of(ir).get(index)
         if row is None:
@@ -78,7 +78,7 @@ class InstanceController:
             ctx.refusals.clear(key)
             await self.delete_leftover_podgroup(key, ir)
             return None
-        if not ctx.expectations.satisfied(key):
+        if not ctx.expectations.satisfied(PodsOf(key)):
             return None  # our last creates or deletes have not shown up yet; their events bring us back
         spec: Obj = ir.get("spec") or {}
         isvc = (spec.get("parentRef") or {}).get("name") or replica
@@ -146,11 +146,11 @@ class InstanceController:
         """Deletes each once: the cache shows an object until its delete event arrives, and a pass before that (a
         PodGroup's leftover pass runs whatever the expectations) would delete it again, a 404 and a wasted request."""
         ctx = self.ctx
-        pending = ctx.expectations.pending(key)[1]
+        pending = ctx.expectations.pending(PodsOf(key))[1]
         wanted = {uid: obj for obj in objs if (uid := obj["metadata"].get("uid", "")) not in pending}
-        ctx.expectations.expect_deletions(key, list(wanted))
+        ctx.expectations.expect_deletions(PodsOf(key), list(wanted))
         await gather_all([expected(ctx.applier.delete(resource, obj), partial(
-            ctx.expectations.deletion_observed, key, uid)) for uid, obj in wanted.items()])
+            ctx.expectations.deletion_observed, PodsOf(key), uid)) for uid, obj in wanted.items()])
 
     async def refusal_cleared(self, key: str, ir: Obj) -> None:
         """The Instance's writes go through again: its replica is told, so its row stops waiting."""
@@ -208,9 +208,10 @@ class InstanceController:
         if actions.delete_pods:
             await self.delete_expected(key, PODS, list(actions.delete_pods))
         if actions.create_pods:
-            ctx.expectations.expect_creations(key, [p["metadata"]["name"] for p in actions.create_pods])
+            pods_of = PodsOf(key)
+            ctx.expectations.expect_creations(pods_of, [p["metadata"]["name"] for p in actions.create_pods])
             await gather_all([expected(create(PODS, pod), partial(
-                ctx.expectations.creation_observed, key, pod["metadata"]["name"])) for pod in actions.create_pods])
+                ctx.expectations.creation_observed, pods_of, pod["metadata"]["name"])) for pod in actions.create_pods])
         if refusals:
             # A lasting cause wins: it fails the Instance, where a quota only holds it.
             obj, exc, cause = min(refusals, key=lambda r: r[2] not in LASTING)

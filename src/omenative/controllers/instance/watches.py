@@ -24,6 +24,7 @@ from omenative.controllers.watches import (
     CacheSpec,
     Declaration,
     OnDelete,
+    PodsOf,
     Wiring,
     add,
     by_instance,
@@ -97,22 +98,22 @@ class PodEvents:
     def on_add(self, obj: Obj, initial: bool) -> None:
         instance = instance_key_of(obj)
         if instance:
-            self.w.expectations.creation_observed(instance, obj["metadata"]["name"])
+            self.w.expectations.creation_observed(PodsOf(instance), obj["metadata"]["name"])
         add(self.w.queues.instance, instance)
 
     def on_update(self, old: Obj, new: Obj) -> None:
         instance = instance_key_of(new)
         if instance and new["metadata"].get("deletionTimestamp"):
-            self.w.expectations.deletion_observed(instance, new["metadata"].get("uid", ""))
+            self.w.expectations.deletion_observed(PodsOf(instance), new["metadata"].get("uid", ""))
         if old["metadata"].get("uid") != new["metadata"].get("uid") and instance:
-            self.w.expectations.deletion_observed(instance, old["metadata"].get("uid", ""))
-            self.w.expectations.creation_observed(instance, new["metadata"]["name"])
+            self.w.expectations.deletion_observed(PodsOf(instance), old["metadata"].get("uid", ""))
+            self.w.expectations.creation_observed(PodsOf(instance), new["metadata"]["name"])
         add(self.w.queues.instance, instance)
 
     def on_delete(self, obj: Obj) -> None:
         instance = instance_key_of(obj)
         if instance:
-            self.w.expectations.deletion_observed(instance, obj["metadata"].get("uid", ""))
+            self.w.expectations.deletion_observed(PodsOf(instance), obj["metadata"].get("uid", ""))
         add(self.w.queues.instance, instance)
 
 
@@ -153,7 +154,7 @@ def podgroup_gone(wiring: Wiring, obj: Obj) -> None:
     """The Instance's delete of its PodGroup is observed."""
     instance = instance_key_of(obj)
     if instance:
-        wiring.expectations.deletion_observed(instance, obj["metadata"].get("uid", ""))
+        wiring.expectations.deletion_observed(PodsOf(instance), obj["metadata"].get("uid", ""))
 
 
 def watches(w: Wiring) -> Iterable[tuple[Resource, Handler]]:
