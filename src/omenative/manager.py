@@ -226,7 +226,9 @@ class Manager:
     async def _start_controllers(self) -> None:
         ctx = self.ctx
         assert ctx is not None, "the manager's context is made before its controllers start"
-        isvc, ir, inst = InferenceServiceController(ctx), InferenceReplicaController(ctx), InstanceController(ctx)
+        # The manager's context is both what the controllers read and what they write with.
+        isvc, ir = InferenceServiceController(ctx, ctx), InferenceReplicaController(ctx, ctx)
+        inst = InstanceController(ctx, ctx)
         self.controllers = [
             Controller(isvc.name, self.q_isvc, isvc.reconcile, workers=self.options.workers),
             Controller(ir.name, self.q_ir, ir.reconcile, workers=self.options.workers),

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
 import pytest
 
 from omenative.controllers.instance.controller import InstanceController
 from omenative.controllers.instance.plan import InstanceActions
 from omenative.controllers.watches import PodsOf
-from omenative.kube.expectations import Expectations
+from omenative.ome_resources import PODGROUPS
+from tests.support.fakes import FakeContext
 
 pytestmark = pytest.mark.unit
 Obj = dict[str, Any]
@@ -28,59 +28,31 @@ def podgroup(uid: str) -> Obj:
                          "ownerReferences": [{"uid": "ir-1"}]}}
 
 
-@attrs.define
-class _Applier:
-    """Records deletes; `fail` makes the next one raise, `gone` answers as a 404 does (nothing changed)."""
-    deleted: list[str] = attrs.field(factory=list)
-    fail: bool = False
-    gone: bool = False
-
-    async def delete(self, resource: Any, obj: Obj, **_: Any) -> bool:
-        if self.fail:
-            self.fail = False
-            raise TimeoutError("request timed out")
-        self.deleted.append(obj["metadata"]["uid"])
-        return not self.gone
-
-
-@attrs.define
-class _Caches:
-    def has(self, resource: Any) -> bool:
-        return True
-
-
-@attrs.define
-class _Context:
-    """What the deletes read: a PodGroup cache that lags behind the writes (it holds `cached` until told)."""
-    applier: _Applier = attrs.field(factory=_Applier)
-    expectations: Expectations = attrs.field(factory=Expectations)
-    caches: _Caches = attrs.field(factory=_Caches)
-    cached: Obj | None = None
-
-    def get(self, resource: Any, namespace: str | None, name: str) -> Obj | None:
-        return self.cached if name == "svc-engine-0" else None
-
-    def by_index(self, resource: Any, index: str, value: str) -> list[Obj]:
-        return []  # no pods left
+def context(cached: Obj) -> FakeContext:
+    """A PodGroup cache that lags behind the writes (it holds `cached` until told); no pods left."""
+    ctx = FakeContext()
+    ctx.cached[PODGROUPS]["svc-engine-0"] = cached
+    return ctx
 
 
 async def test_a_leftover_podgroup_is_deleted_once_while_the_cache_still_shows_it() -> None:
-    ctx = _Context(cached=podgroup("g1"))
-    controller = InstanceController(ctx)  # type: ignore[arg-type]
+    ctx = context(podgroup("g1"))
+    controller = InstanceController(ctx, ctx)  # type: ignore[arg-type]
     await controller.delete_leftover_podgroup(KEY, IR)
     await controller.delete_leftover_podgroup(KEY, IR)  # its delete event has not arrived
     assert ctx.applier.deleted == ["g1"]
     assert not ctx.expectations.satisfied(PodsOf(KEY))
 
     ctx.expectations.deletion_observed(PodsOf(KEY), "g1")  # the event arrives (the manager's PodGroup handler)
-    ctx.cached = podgroup("g2")  # a new Instance's PodGroup under the same name, later left over too
+    # A new Instance's PodGroup under the same name, later left over too.
+    ctx.cached[PODGROUPS]["svc-engine-0"] = podgroup("g2")
     await controller.delete_leftover_podgroup(KEY, IR)
     assert ctx.applier.deleted == ["g1", "g2"]
 
 
 async def test_the_deleting_instances_podgroup_is_deleted_once_and_a_failed_delete_is_retried() -> None:
-    ctx = _Context(cached=podgroup("g1"))
-    controller = InstanceController(ctx)  # type: ignore[arg-type]
+    ctx = context(podgroup("g1"))
+    controller = InstanceController(ctx, ctx)  # type: ignore[arg-type]
     actions = InstanceActions(delete_podgroup=podgroup("g1"))
     ctx.applier.fail = True
     with pytest.raises(TimeoutError):
@@ -93,8 +65,8 @@ async def test_the_deleting_instances_podgroup_is_deleted_once_and_a_failed_dele
 
 
 async def test_a_podgroup_already_gone_counts_as_observed_at_once() -> None:
-    ctx = _Context(cached=podgroup("g1"))
+    ctx = context(podgroup("g1"))
     ctx.applier.gone = True
-    controller = InstanceController(ctx)  # type: ignore[arg-type]
+    controller = InstanceController(ctx, ctx)  # type: ignore[arg-type]
     await controller.delete_leftover_podgroup(KEY, IR)
     assert ctx.applier.deleted == ["g1"] and ctx.expectations.satisfied(PodsOf(KEY))

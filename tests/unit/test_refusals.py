@@ -17,7 +17,6 @@ from omenative.controllers.instance.controller import InstanceController
 from omenative.controllers.refusals import Refusals
 from omenative.controllers.watches import PodsOf
 from omenative.kube.client import ApiError
-from omenative.kube.expectations import Expectations
 from omenative.observe.refusals import (
     FORBIDDEN,
     INVALID_POD_SPEC,
@@ -26,6 +25,7 @@ from omenative.observe.refusals import (
     Refusal,
     classify,
 )
+from tests.support.fakes import FakeContext
 from tests.unit.test_planners import NOW, REF, gang, instance_view, pod, row, view
 
 pytestmark = pytest.mark.unit
@@ -147,54 +147,6 @@ def test_a_gang_refused_in_part_releases_its_created_members_after_the_gang_time
 # -- the Instance controller records what the API server refused
 
 
-@attrs.define
-class _Applier:
-    refuse: dict[str, ApiError] = attrs.field(factory=dict)  # pod name -> the answer
-    created: list[str] = attrs.field(factory=list)
-
-    async def create(self, resource: Any, obj: Obj, **_: Any) -> bool:
-        name = obj["metadata"]["name"]
-        if name in self.refuse:
-            raise self.refuse[name]
-        self.created.append(name)
-        return True
-
-    async def apply(self, resource: Any, obj: Obj, **_: Any) -> Obj:
-        return obj  # the PodGroup, kept current
-
-
-@attrs.define
-class _Events:
-    recorded: list[tuple[str, str, str]] = attrs.field(factory=list)
-
-    def event(self, obj: Obj, type_: str, reason: str, message: str) -> None:
-        self.recorded.append((obj["kind"], reason, message))
-
-
-@attrs.define
-class _Queue:
-    added: list[str] = attrs.field(factory=list)
-
-    def add(self, key: str) -> None:
-        self.added.append(key)
-
-
-@attrs.define
-class _Context:
-    applier: _Applier = attrs.field(factory=_Applier)
-    events: _Events = attrs.field(factory=_Events)
-    expectations: Expectations = attrs.field(factory=Expectations)
-    refusals: Refusals = attrs.field(factory=Refusals)
-    queues: dict[str, _Queue] = attrs.field(factory=lambda: {"inferencereplica": _Queue()})
-    now: float = NOW
-
-    def wall_clock(self) -> float:
-        return self.now
-
-    def get(self, *_: Any) -> None:
-        return None
-
-
 IR: Obj = {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
            "metadata": {"name": "s-engine", "namespace": "ns", "uid": "ir-uid"},
            "spec": {"component": "engine", "parentRef": {"name": "s"}}}
@@ -202,15 +154,15 @@ KEY = "ns/s-engine/0"
 
 
 async def test_a_refused_create_is_recorded_announced_once_and_wakes_the_replica() -> None:
-    ctx = _Context()
+    ctx = FakeContext(now=NOW)
     ctx.applier.refuse["s-engine-0-leader-0"] = ApiError(403, "Forbidden", QUOTA)
-    controller = InstanceController(ctx)  # type: ignore[arg-type]
+    controller = InstanceController(ctx, ctx)  # type: ignore[arg-type]
     actions = instance.plan(attrs.evolve(instance_view("Creating", []), ref=REF))
     refused = await controller.execute(KEY, IR, actions, 1)
     assert refused is not None and refused.cause == QUOTA_EXCEEDED and not refused.lasting
     assert ctx.applier.created == ["s-engine-0-worker-0"]
     assert ctx.events.recorded == [("InferenceReplica", "FailedCreate", f"Error creating: {QUOTA}")]
-    assert ctx.queues["inferencereplica"].added == ["ns/s-engine"]
+    assert ctx.woken["inferencereplica"] == ["ns/s-engine"]
     # The refused pod will send no event: only the worker's is awaited.
     assert ctx.expectations.pending(PodsOf(KEY))[0] == {"s-engine-0-worker-0"}
     # Refused again five seconds later: the same cause is not announced again, and it has stood since the first.
@@ -221,13 +173,13 @@ async def test_a_refused_create_is_recorded_announced_once_and_wakes_the_replica
     # The quota allows it: the refusal clears and the replica is told.
     del ctx.applier.refuse["s-engine-0-leader-0"]
     assert await controller.execute(KEY, IR, leader_only, 1) is None
-    assert ctx.refusals.of(KEY) is None and ctx.queues["inferencereplica"].added[-1] == "ns/s-engine"
+    assert ctx.refusals.of(KEY) is None and ctx.woken["inferencereplica"][-1] == "ns/s-engine"
 
 
 async def test_an_error_that_is_not_a_refusal_is_raised_for_the_queues_backoff() -> None:
-    ctx = _Context()
+    ctx = FakeContext(now=NOW)
     ctx.applier.refuse["s-engine-0-leader-0"] = ApiError(500, "InternalError", "etcdserver: request timed out")
-    controller = InstanceController(ctx)  # type: ignore[arg-type]
+    controller = InstanceController(ctx, ctx)  # type: ignore[arg-type]
     with pytest.raises(ApiError):
         await controller.execute(KEY, IR, instance.plan(instance_view("Creating", [])), 1)
     assert ctx.refusals.of(KEY) is None and ctx.events.recorded == []

@@ -3,14 +3,12 @@ it again (the API server would refuse the second with 409, a wasted write), and 
 
 from __future__ import annotations
 
-from typing import Any
-
-import attrs
 import pytest
 
 from omenative.controllers.inferencereplica.controller import InferenceReplicaController
 from omenative.controllers.watches import RevisionNamed
-from omenative.kube.expectations import Expectations
+from omenative.kube.resources import CONTROLLER_REVISIONS
+from tests.support.fakes import FakeContext
 
 pytestmark = pytest.mark.unit
 
@@ -18,32 +16,11 @@ IR = {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
       "metadata": {"name": "svc-engine", "namespace": "ns", "uid": "u-1"}}
 
 
-@attrs.define
-class _Applier:
-    """Records creates; `fail` makes the next one raise, as a refused or timed-out request does."""
-    created: list[str] = attrs.field(factory=list)
-    fail: bool = False
-
-    async def create(self, resource: Any, obj: dict[str, Any], **_: Any) -> bool:
-        if self.fail:
-            self.fail = False
-            raise TimeoutError("request timed out")
-        self.created.append(obj["metadata"]["name"])
-        return True
-
-
-@attrs.define
-class _Context:
-    """What `_ensure_revision` reads: a cache that lags behind the writes (holds only `cached`)."""
-    applier: _Applier = attrs.field(factory=_Applier)
-    expectations: Expectations = attrs.field(factory=Expectations)
-    cached: dict[str, dict[str, Any]] = attrs.field(factory=dict)
-
-    def get(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.cached.get(name)
-
-    def by_index(self, resource: Any, index: str, value: str) -> list[dict[str, Any]]:
-        return list(self.cached.values())
+def context() -> FakeContext:
+    """A ControllerRevision cache that lags behind the writes (it holds only what the test puts in it)."""
+    ctx = FakeContext()
+    ctx.indexed.add(CONTROLLER_REVISIONS)  # the siblings a revision number counts
+    return ctx
 
 
 async def ensure(controller: InferenceReplicaController, revision: str = "abc") -> None:
@@ -51,12 +28,13 @@ async def ensure(controller: InferenceReplicaController, revision: str = "abc") 
 
 
 async def test_a_lagging_cache_does_not_create_it_twice_and_a_failed_create_is_retried() -> None:
-    ctx = _Context()
-    controller = InferenceReplicaController(ctx)  # type: ignore[arg-type]
+    ctx = context()
+    controller = InferenceReplicaController(ctx, ctx)  # type: ignore[arg-type]
     await ensure(controller)
     await ensure(controller)  # the cache has not shown it yet
     assert ctx.applier.created == ["svc-engine-abc"]
-    ctx.cached["svc-engine-abc"] = {"metadata": {"name": "svc-engine-abc", "labels": {}}, "revision": 1}
+    ctx.cached[CONTROLLER_REVISIONS]["svc-engine-abc"] = {"metadata": {"name": "svc-engine-abc", "labels": {}},
+                                                          "revision": 1}
     await ensure(controller)
     assert ctx.applier.created == ["svc-engine-abc"]
     assert ctx.expectations.pending(RevisionNamed("ns", "svc-engine-abc")) == (frozenset(), frozenset())

@@ -1,4 +1,7 @@
-"""What the controllers share: the client, the caches, the applier, events, expectations and configuration."""
+"""What the controllers read and write through, as two narrow protocols: `Reads` (the caches and what is derived
+from them, the configuration, the wall clock) and `Writes` (the applier, events, expectations, the refusals table,
+waking another controller). The manager builds one `Context` that is both; tests hand the controllers fakes of
+either (tests/support/fakes.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import attrs
 
@@ -115,6 +118,55 @@ class CurrentRevisions(PerVersion[str]):
         super().__init__(current_revision, capacity)
 
 
+class Reads(Protocol):
+    """What a controller reads: the caches (never the API), memoized derivations of cached objects, the
+    configuration and the wall clock."""
+
+    config: ControllerConfig
+    rows: DecodedRows
+    runtime_specs: ParsedRuntimes
+    revisions: CurrentRevisions
+
+    def wall_clock(self) -> float: ...
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> Obj | None: ...
+
+    def by_index(self, resource: Resource, index: str, value: str) -> list[Obj]: ...
+
+    def objects(self, resource: Resource) -> list[Obj]: ...
+
+    def has(self, resource: Resource) -> bool: ...
+
+    def runtime_named(self, namespace: str, name: str) -> tuple[Obj, bool] | None: ...
+
+    def model_named(self, namespace: str, name: str) -> tuple[Obj, bool] | None: ...
+
+    def podgroup_crd_installed(self) -> bool: ...
+
+    def podmonitors_cached(self) -> bool: ...
+
+    def podgroups_cached(self) -> bool: ...
+
+    def force_delete(self) -> tuple[float, float] | None: ...
+
+    def node_health(self, names: set[str]) -> dict[str, NodeHealth]: ...
+
+    def routed_pods(self, namespace: str, isvc: str, names: set[str]) -> frozenset[str]: ...
+
+
+class Writes(Protocol):
+    """What a controller writes with: the applier (every write), the event recorder, the expectations it sets and
+    clears, the refusals table it shares with the other controllers, and a way to wake one of them."""
+
+    applier: Applier
+    events: EventRecorder
+    expectations: Expectations
+    written: WriteExpectations
+    refusals: Refusals
+
+    def wake(self, controller: str, key: str) -> None: ...
+
+
 @attrs.define
 class Context:
     client: KubeClient
@@ -130,6 +182,16 @@ class Context:
     revisions: CurrentRevisions = attrs.field(factory=CurrentRevisions)
     refusals: Refusals = attrs.field(factory=Refusals)  # refused creates, from the Instance controller to the rows
     wall_clock: Callable[[], float] = time.time
+
+    def wake(self, controller: str, key: str) -> None:
+        """Puts `key` on the named controller's queue ("inferenceservice", "inferencereplica", "instance")."""
+        self.queues[controller].add(key)
+
+    def objects(self, resource: Resource) -> list[Obj]:
+        return self.caches.store(resource).objects()
+
+    def has(self, resource: Resource) -> bool:
+        return self.caches.has(resource)
 
     def get(self, resource: Resource, namespace: str | None, name: str) -> Obj | None:
         return self.caches.get(resource, namespace, name)

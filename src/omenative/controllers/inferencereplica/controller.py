@@ -19,7 +19,7 @@ from omenative.api.times import parse_time
 from omenative.api.types import MigrationStatus, RetryBlock, RolloutHold
 from omenative.api.units import InvalidValue, format_duration, optional_duration
 from omenative.controllers import audit, fleet_metrics
-from omenative.controllers.context import Context
+from omenative.controllers.context import Reads, Writes
 from omenative.controllers.inferencereplica import plan as planner
 from omenative.controllers.inferencereplica import requests
 from omenative.controllers.inferencereplica.migration import Caps
@@ -57,27 +57,29 @@ def label_selector(isvc: str, component: str) -> str:
 class InferenceReplicaController:
     name = "inferencereplica"
 
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
+    def __init__(self, reads: Reads, writes: Writes) -> None:
+        self.reads = reads
+        self.writes = writes
         self._progress: dict[str, float] = {}  # replica -> when its status first had only pod counts to write
 
     async def reconcile(self, key: str) -> Result | None:
-        ctx = self.ctx
+        reads, writes = self.reads, self.writes
         namespace, name = split_key(key)
-        ir = ctx.get(INFERENCE_REPLICAS, namespace, name)
+        ir = reads.get(INFERENCE_REPLICAS, namespace, name)
         if ir is None:
-            ctx.written.forget(replica_status(key))
-            ctx.refusals.forget_replica(key)
+            writes.written.forget(replica_status(key))
+            writes.refusals.forget_replica(key)
             return None  # its pods go with it (owner references)
         meta = ir["metadata"]
-        if not ctx.written.caught_up(replica_status(key), meta.get("resourceVersion")):
+        if not writes.written.caught_up(replica_status(key), meta.get("resourceVersion")):
             return None  # our last status write is not in the cache yet; its watch event brings us back
         finalizers = meta.get("finalizers") or []
         deleting = bool(meta.get("deletionTimestamp"))
         if deleting and c.FINALIZER_TEARDOWN not in finalizers and c.FINALIZER_LEGACY_DRAIN not in finalizers:
             return None
         if not deleting and c.FINALIZER_LEGACY_DRAIN in finalizers:
-            await self.ctx.applier.remove_finalizer(INFERENCE_REPLICAS, ir, c.FINALIZER_LEGACY_DRAIN)  # an earlier name
+            # An earlier name of the finalizer; the apply holds the current one.
+            await self.writes.applier.remove_finalizer(INFERENCE_REPLICAS, ir, c.FINALIZER_LEGACY_DRAIN)
         spec: Obj = ir.get("spec") or {}
         runners: list[Obj] = spec.get("runners") or []
         if not runners:
@@ -86,12 +88,12 @@ class InferenceReplicaController:
             return None  # only the bootstrap so far: the InferenceService controller's apply follows
         isvc = (spec.get("parentRef") or {}).get("name") or name
         component = spec.get("component") or c.ENGINE
-        revision = ctx.revisions.of(ir)
+        revision = reads.revisions.of(ir)
         # A canary rollback moves every Instance back to the stable revision, rendered from its ControllerRevision.
         target = self.rollback_target(ir, isvc, component, revision)
         # Everything the plan reads is taken from the caches here, before any await, so it is one moment's view.
         pods: dict[int, list[PodFacts]] = {}
-        for pod in ctx.by_index(PODS, BY_REPLICA, key):
+        for pod in reads.by_index(PODS, BY_REPLICA, key):
             facts = pod_facts(pod)
             index = (pod["metadata"].get("labels") or {}).get(c.LABEL_INSTANCE_INDEX)
             if index is not None and index.isdigit():
@@ -102,9 +104,9 @@ class InferenceReplicaController:
         if not deleting:
             await self._ensure_revision(ir, isvc, component, revision, runners)
 
-        parent = ctx.get(INFERENCE_SERVICES, namespace, isvc) or ir
+        parent = reads.get(INFERENCE_SERVICES, namespace, isvc) or ir
         for event in result.events:
-            ctx.events.event(parent, event.type, event.reason, event.message)
+            writes.events.event(parent, event.type, event.reason, event.message)
         status: Obj = {
             "observedGeneration": meta.get("generation"),
             "replicas": result.counts.replicas,
@@ -130,7 +132,7 @@ class InferenceReplicaController:
         if not deleting and progress_only(old_status, status):
             # Only pod counts moved (pods created, scheduled, in rotation): they ride along with the next change
             # that matters, or are written once they have waited PROGRESS_PERIOD.
-            waited = ctx.wall_clock() - self._progress.setdefault(key, ctx.wall_clock())
+            waited = reads.wall_clock() - self._progress.setdefault(key, reads.wall_clock())
             if waited < PROGRESS_PERIOD:
                 later = PROGRESS_PERIOD - waited
                 return Result(requeue_after=min(later, result.wake_in + 0.5) if result.wake_in is not None
@@ -139,21 +141,21 @@ class InferenceReplicaController:
         if result.audit:
             # The audit history first: a crash before the status write repeats the same rows (upserted by ID).
             try:
-                await audit.record(ctx.applier, parent if parent is not ir else None, namespace, isvc, result.audit)
+                await audit.record(writes.applier, parent if parent is not ir else None, namespace, isvc, result.audit)
             except ApiError as exc:
                 # Refused (a ConfigMap quota, a webhook): the migration waits for its history, said once, and the
                 # queue's backoff tries again.
                 if classify(exc.status, exc.reason, exc.message) is not None and \
-                        ctx.refusals.announce_child(key, "ConfigMap", exc.message):
-                    ctx.events.event(ir, "Warning", "FailedCreate", f"Error writing the migration audit history "
+                        writes.refusals.announce_child(key, "ConfigMap", exc.message):
+                    writes.events.event(ir, "Warning", "FailedCreate", f"Error writing the migration audit history "
                                      f"ConfigMap {objects.migration_audit_name(isvc)}: {exc.message}")
                 raise
-            ctx.refusals.children_written(key)  # written: a refusal that comes back is news again
-        written = await ctx.applier.apply_status(INFERENCE_REPLICAS, name, namespace, status)
+            writes.refusals.children_written(key)  # written: a refusal that comes back is news again
+        written = await writes.applier.apply_status(INFERENCE_REPLICAS, name, namespace, status)
         version = (written or {}).get("metadata", {}).get("resourceVersion")
         if version and version != meta.get("resourceVersion"):  # a write was made (not skipped as a no-op)
-            ctx.written.wrote(replica_status(key), version)
-            for cause in fleet_metrics.restarts(ctx.rows.of(ir), result.rows):
+            writes.written.wrote(replica_status(key), version)
+            for cause in fleet_metrics.restarts(reads.rows.of(ir), result.rows):
                 fleet_metrics.instance_restarts_total.labels(component=component, cause=cause).inc()
             held = sum(1 for event in result.events if event.reason == "RepairHeld")
             if held:
@@ -177,14 +179,14 @@ class InferenceReplicaController:
         if not back or back == revision:
             return revision
         name = naming.revision_name(isvc, component, back)
-        if self.ctx.get(CONTROLLER_REVISIONS, ir["metadata"]["namespace"], name) is None:
+        if self.reads.get(CONTROLLER_REVISIONS, ir["metadata"]["namespace"], name) is None:
             log.warning("rollback revision has no ControllerRevision; rolling out the spec's", revision=name)
             return revision
         return str(back)
 
     def view(self, ir: Obj, isvc: str, component: str, revision: str, runners: list[Obj],
              pods: dict[int, list[PodFacts]], deleting: bool) -> planner.ReplicaView:
-        ctx = self.ctx
+        reads, writes = self.reads, self.writes
         meta, spec = ir["metadata"], ir.get("spec") or {}
         status: Obj = ir.get("status") or {}
         annotations = meta.get("annotations") or {}
@@ -206,53 +208,53 @@ class InferenceReplicaController:
             update_revision=revision,
             restart_policy=lifecycle.get("restartPolicy") or (RECREATE if multi else "None"),
             ready_policy=lifecycle.get("readyPolicy") or planner.ALL_POD_READY,
-            ready_timeout=ready_timeout(lifecycle, ctx.config),
+            ready_timeout=ready_timeout(lifecycle, reads.config),
             min_ready_seconds=int(spec.get("minReadySeconds") or lifecycle.get("minReadySeconds") or 0),
             max_unavailable=rolling.get("maxUnavailable"),
             multi_pod=multi,
-            podgroup_crd=ctx.podgroup_crd_installed(),
-            rows=list(ctx.rows.of(ir).values()),
+            podgroup_crd=reads.podgroup_crd_installed(),
+            rows=list(reads.rows.of(ir).values()),
             pods=pods,
-            now=ctx.wall_clock(),
-            config=ctx.config,
+            now=reads.wall_clock(),
+            config=reads.config,
             deleting=deleting,
             update_strategy=strategy.get("type") or SURGE_THEN_DRAIN,
-            max_surge=rolling.get("maxSurge", ctx.config.max_surge),
+            max_surge=rolling.get("maxSurge", reads.config.max_surge),
             revision_prefix=naming.revision_name(isvc, component, ""),
             was_ready=is_true(ir, "Ready"),
             retry_blocks=[RetryBlock.from_dict(b) for b in status.get("retryBlocks") or [] if isinstance(b, dict)],
-            retry_policy=RetryPolicy(attempts=ctx.config.update_retry_attempts,
-                                     backoff=optional_duration(ctx.config.update_retry_backoff) or 0.0),
+            retry_policy=RetryPolicy(attempts=reads.config.update_retry_attempts,
+                                     backoff=optional_duration(reads.config.update_retry_backoff) or 0.0),
             rollout_hold=RolloutHold.from_dict(hold) if isinstance(hold, dict) else None,
             reset_request=annotations.get(requests.RESET_ANNOTATION),
             release_request=annotations.get(requests.RELEASE_ANNOTATION),
             migration_requests=tuple((k, annotations[k]) for k in migration_request.request_keys(annotations)),
             migrations=[MigrationStatus.from_dict(m) for m in status.get("migrations") or [] if isinstance(m, dict)],
             migration_mode=(lifecycle.get("migrationPolicy") or {}).get("mode") or "Auto",
-            migration_caps=migration_caps(ctx.config),
+            migration_caps=migration_caps(reads.config),
             who=f"InferenceReplica {meta['namespace']}/{meta['name']} component={component}",
             partition=int(pacing.get("partition") or 0),
             pacing_budget=pacing.get("maxUnavailable"),
             paused=paused,
             freeze=paused and spec.get("pauseMode") == "Freeze",
-            refusals=ctx.refusals.of_replica(f"{meta['namespace']}/{meta['name']}"),
+            refusals=writes.refusals.of_replica(f"{meta['namespace']}/{meta['name']}"),
             podgroups_terminating=self.podgroups_terminating(f"{meta['namespace']}/{meta['name']}"),
             unknown_nodes=self.unknown_nodes(pods),
         )
 
     def unknown_nodes(self, pods: dict[int, list[PodFacts]]) -> frozenset[str]:
         """The nodes of the replica's pods that do not report Ready (known only where nodes are watched)."""
-        if not self.ctx.caches.has(NODES):
+        if not self.reads.has(NODES):
             return frozenset()
         names = {p.node for facts in pods.values() for p in facts if p.node and p.terminating}
-        return frozenset(name for name, health in self.ctx.node_health(names).items() if not health.ready)
+        return frozenset(name for name, health in self.reads.node_health(names).items() if not health.ready)
 
     def podgroups_terminating(self, key: str) -> frozenset[int]:
         """Instances whose PodGroup is being deleted (an earlier attempt's): their pods wait for it to go."""
-        if not self.ctx.caches.has(PODGROUPS):
+        if not self.reads.has(PODGROUPS):
             return frozenset()
         out = set()
-        for podgroup in self.ctx.by_index(PODGROUPS, BY_REPLICA, key):
+        for podgroup in self.reads.by_index(PODGROUPS, BY_REPLICA, key):
             index = (podgroup["metadata"].get("labels") or {}).get(c.LABEL_INSTANCE_INDEX)
             if podgroup["metadata"].get("deletionTimestamp") and index is not None and index.isdigit():
                 out.add(int(index))
@@ -260,15 +262,15 @@ class InferenceReplicaController:
 
     async def _consume(self, ir: Obj, annotation: str) -> None:
         """Removes an answered request, unless it was replaced meanwhile (kubectl annotate --overwrite)."""
-        await self.ctx.applier.remove_annotation(INFERENCE_REPLICAS, ir, annotation)
+        await self.writes.applier.remove_annotation(INFERENCE_REPLICAS, ir, annotation)
 
     async def _finish_teardown(self, ir: Obj, isvc: str, component: str,
                                pods: dict[int, list[PodFacts]]) -> Result | None:
         """Lets a deleted replica go once its pods and PodGroups are gone, or at the teardown deadline."""
-        ctx = self.ctx
+        reads, writes = self.reads, self.writes
         meta = ir["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
-        podgroups = list(ctx.by_index(PODGROUPS, BY_REPLICA, key)) if ctx.caches.has(PODGROUPS) else []
+        podgroups = list(reads.by_index(PODGROUPS, BY_REPLICA, key)) if reads.has(PODGROUPS) else []
         left = sum(len(p) for p in pods.values())
         if not left and not podgroups:
             await self._release_all(ir)
@@ -278,14 +280,14 @@ class InferenceReplicaController:
                   """-p '{"metadata":{"finalizers":null}}'""")
         since = parse_time(meta.get("deletionTimestamp"))
         try:
-            deadline = optional_duration(ctx.config.teardown_deadline)
+            deadline = optional_duration(reads.config.teardown_deadline)
             invalid = False
         except InvalidValue:
             deadline, invalid = None, True
         if since is not None and deadline is not None:
-            remaining = since + deadline - ctx.wall_clock()
+            remaining = since + deadline - reads.wall_clock()
             if remaining <= 0:
-                ctx.events.event(ir, "Warning", "TeardownDeadlineExceeded", (
+                writes.events.event(ir, "Warning", "TeardownDeadlineExceeded", (
                     f"teardown deadline {format_duration(deadline)} exceeded ({left} owned pod(s) observed; "
                     f"{selector}); releasing finalizer {c.FINALIZER_TEARDOWN} to background GC; {escape}"))
                 await self._release_all(ir)
@@ -293,32 +295,32 @@ class InferenceReplicaController:
             return Result(requeue_after=min(remaining + 0.5, 60.0))
         why = "lifecycle.teardown.deadline configured but invalid" if invalid else \
             "no lifecycle.teardown.deadline configured"
-        ctx.events.event(ir, "Warning", "TeardownBlocked", (
+        writes.events.event(ir, "Warning", "TeardownBlocked", (
             f"teardown blocked: {left} owned pod(s) and {len(podgroups)} owned PodGroup(s) remain ({selector}); "
             f"finalizer {c.FINALIZER_TEARDOWN} holds until cleanup completes ({why}); {escape}"))
         return None
 
     async def _release_all(self, ir: Obj) -> None:
         for finalizer in (c.FINALIZER_TEARDOWN, c.FINALIZER_LEGACY_DRAIN):
-            await self.ctx.applier.remove_finalizer(INFERENCE_REPLICAS, ir, finalizer)
+            await self.writes.applier.remove_finalizer(INFERENCE_REPLICAS, ir, finalizer)
 
     async def _ensure_revision(self, ir: Obj, isvc: str, component: str, revision: str, runners: list[Obj]) -> None:
         """A ControllerRevision per version of the runners, so Instances on an older revision can be rendered."""
-        ctx = self.ctx
+        reads, writes = self.reads, self.writes
         namespace = ir["metadata"]["namespace"]
         name = naming.revision_name(isvc, component, revision)
         key = RevisionNamed(namespace, name)
-        if ctx.get(CONTROLLER_REVISIONS, namespace, name) is not None:
-            ctx.expectations.forget(key)
+        if reads.get(CONTROLLER_REVISIONS, namespace, name) is not None:
+            writes.expectations.forget(key)
             return
-        if name in ctx.expectations.pending(key)[0] and not ctx.expectations.satisfied(key):
+        if name in writes.expectations.pending(key)[0] and not writes.expectations.satisfied(key):
             return  # created by an earlier pass and not in the cache yet: a second create would only be refused
-        siblings = [r for r in ctx.by_index(CONTROLLER_REVISIONS, BY_ISVC, f"{namespace}/{isvc}")
+        siblings = [r for r in reads.by_index(CONTROLLER_REVISIONS, BY_ISVC, f"{namespace}/{isvc}")
                     if (r["metadata"].get("labels") or {}).get(c.LABEL_COMPONENT) == component]
         number = max((int(r.get("revision") or 0) for r in siblings), default=0) + 1
         body = objects.controller_revision(isvc=isvc, namespace=namespace, component=component,
                                            owner=objects.owner_reference(ir), revision=revision, number=number,
                                            runners=runners)
-        ctx.expectations.expect_creations(key, [name])
+        writes.expectations.expect_creations(key, [name])
         # Observed when a later pass finds it cached (above); a create that failed or found it there is observed now.
-        await expected(ctx.applier.create(CONTROLLER_REVISIONS, body), partial(ctx.expectations.forget, key))
+        await expected(writes.applier.create(CONTROLLER_REVISIONS, body), partial(writes.expectations.forget, key))

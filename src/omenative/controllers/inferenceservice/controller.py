@@ -24,7 +24,7 @@ from omenative.api.validation import Context as Admission
 from omenative.api.validation import validate_inference_service
 from omenative.controllers import audit as migration_audit
 from omenative.controllers import fleet_metrics
-from omenative.controllers.context import Context, current_revision
+from omenative.controllers.context import Reads, Writes, current_revision
 from omenative.controllers.inferenceservice import desired, rollout
 from omenative.controllers.inferenceservice.status import build_status
 from omenative.controllers.inferenceservice.watches import creations_key
@@ -95,8 +95,9 @@ OWNED = (INFERENCE_REPLICAS, SERVICES, HPAS, PDBS, SERVICE_ACCOUNTS, ROLES, ROLE
 class InferenceServiceController:
     name = "inferenceservice"
 
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
+    def __init__(self, reads: Reads, writes: Writes) -> None:
+        self.reads = reads
+        self.writes = writes
 
     # -- observe
     def resolve_model(self, isvc: Obj) -> tuple[ModelInfo | None, tuple[str, str] | None]:
@@ -105,7 +106,7 @@ class InferenceServiceController:
         namespace = isvc["metadata"]["namespace"]
         if not name:
             return None, None
-        found = self.ctx.model_named(namespace, name)
+        found = self.reads.model_named(namespace, name)
         if found is None:
             return None, ("ModelNotFound", f'model "{name}" not found: no BaseModel in namespace {namespace} and no '
                                            "ClusterBaseModel of that name")
@@ -121,7 +122,7 @@ class InferenceServiceController:
         namespace = isvc["metadata"]["namespace"]
         name = ref.get("name")
         if name:
-            found = self.ctx.runtime_named(namespace, name)
+            found = self.reads.runtime_named(namespace, name)
             if found is None:
                 return None, ("RuntimeNotFound", f'runtime "{name}" not found in namespace {namespace} or at '
                                                  "cluster scope")
@@ -132,29 +133,29 @@ class InferenceServiceController:
             return desired.RuntimeInfo(name=name, namespaced=namespaced, spec=dict(obj.get("spec") or {})), None
         if model is None:
             return None, None  # no runtime and no model: the InferenceService must carry its own containers
-        specs = self.ctx.runtime_specs
+        specs = self.reads.runtime_specs
         candidates = [Candidate(r["metadata"]["name"], True, specs.of(r))
-                      for r in self.ctx.caches.store(SERVING_RUNTIMES).by_index(NAMESPACE_INDEX, namespace)]
+                      for r in self.reads.by_index(SERVING_RUNTIMES, NAMESPACE_INDEX, namespace)]
         candidates += [Candidate(r["metadata"]["name"], False, specs.of(r))
-                       for r in self.ctx.caches.store(CLUSTER_SERVING_RUNTIMES).objects()]
+                       for r in self.reads.objects(CLUSTER_SERVING_RUNTIMES)]
         selection = select_runtime(model.spec, candidates)
         if selection.runtime is None:
             return None, ("RuntimeNotFound", no_runtime_message(model.name, model.spec, namespace, selection))
         chosen = selection.runtime
         resource = SERVING_RUNTIMES if chosen.namespaced else CLUSTER_SERVING_RUNTIMES
-        obj = self.ctx.get(resource, namespace if chosen.namespaced else None, chosen.name) or {}
+        obj = self.reads.get(resource, namespace if chosen.namespaced else None, chosen.name) or {}
         return desired.RuntimeInfo(name=chosen.name, namespaced=chosen.namespaced,
                                    spec=dict(obj.get("spec") or {})), None
 
     # -- reconcile
     async def reconcile(self, key: str) -> Result | None:
-        ctx = self.ctx
+        reads, writes = self.reads, self.writes
         namespace, name = split_key(key)
-        isvc = ctx.get(INFERENCE_SERVICES, namespace, name)
+        isvc = reads.get(INFERENCE_SERVICES, namespace, name)
         if isvc is None or isvc["metadata"].get("deletionTimestamp"):
-            ctx.written.forget(rollout_key(key))
+            writes.written.forget(rollout_key(key))
             return None  # everything it created goes with it (owner references)
-        if not ctx.written.caught_up(rollout_key(key), isvc["metadata"].get("resourceVersion")):
+        if not writes.written.caught_up(rollout_key(key), isvc["metadata"].get("resourceVersion")):
             # The rollout's state (a canary's step, a pinned run) is in the status we last wrote: planning from an
             # older one would repeat a step. Its watch event brings us back.
             return None
@@ -162,16 +163,16 @@ class InferenceServiceController:
         runtime, runtime_problem = self.resolve_runtime(isvc, model)
         problems = [p for p in (runtime_problem, model_problem) if p is not None]
         try:
-            plan = desired.build(desired.Inputs(isvc=isvc, runtime=runtime, model=model, config=ctx.config,
-                                                pod_monitors=ctx.podmonitors_cached()),
-                                 claim_unmoded=ctx.config.claim_unmoded)
+            plan = desired.build(desired.Inputs(isvc=isvc, runtime=runtime, model=model, config=reads.config,
+                                                pod_monitors=reads.podmonitors_cached()),
+                                 claim_unmoded=reads.config.claim_unmoded)
         except InvalidSpec as exc:
             await self.invalid(isvc, exc)
             return None  # nothing to retry: a change of the InferenceService or its runtime wakes it
         if not plan.components:
             return None  # no OMENative component: this InferenceService is not ours to touch
         findings = validate_inference_service(isvc, Admission(runtime_raw=runtime.spec if runtime else None,
-                                                              config=ctx.config))
+                                                              config=reads.config))
         if findings.errors:
             problems.append(("InvalidSpec", "; ".join(findings.errors)))
         refused: list[tuple[str, str, str]] = []
@@ -181,31 +182,31 @@ class InferenceServiceController:
             if rollout_changed(isvc.get("status") or {}, outcome):
                 # What the rollout decided is stored before anything acts on it, so a crash in between repeats
                 # the same decision instead of a second step.
-                replicas = {part.name: ctx.get(INFERENCE_REPLICAS, namespace, part.replica["metadata"]["name"])
+                replicas = {part.name: reads.get(INFERENCE_REPLICAS, namespace, part.replica["metadata"]["name"])
                             for part in plan.components}
-                first = build_status(isvc, plan, replicas, problems, format_time(ctx.wall_clock()),
+                first = build_status(isvc, plan, replicas, problems, format_time(reads.wall_clock()),
                                      rollout=outcome)
-                written = await ctx.applier.apply_status(INFERENCE_SERVICES, name, namespace, first)
-                ctx.written.wrote(rollout_key(key), (written or {}).get("metadata", {}).get("resourceVersion"))
+                written = await writes.applier.apply_status(INFERENCE_SERVICES, name, namespace, first)
+                writes.written.wrote(rollout_key(key), (written or {}).get("metadata", {}).get("resourceVersion"))
         if not problems:
             # Components and their children are independent writes: made together, they cost one round trip.
-            writes = [self.apply_component(isvc, part, refused) for part in plan.components]
+            applies = [self.apply_component(isvc, part, refused) for part in plan.components]
             if plan.entry is not None:
-                writes.append(self.write(refused, ctx.applier.apply(SERVICES, plan.entry), plan.entry))
-            await gather_all(writes)
+                applies.append(self.write(refused, writes.applier.apply(SERVICES, plan.entry), plan.entry))
+            await gather_all(applies)
             await self.clean_up(isvc, plan)
             await self.forward_migrations(isvc, plan)
-        replicas = {part.name: ctx.get(INFERENCE_REPLICAS, namespace, part.replica["metadata"]["name"])
+        replicas = {part.name: reads.get(INFERENCE_REPLICAS, namespace, part.replica["metadata"]["name"])
                     for part in plan.components}
-        status = build_status(isvc, plan, replicas, problems, format_time(ctx.wall_clock()), refused=refused,
+        status = build_status(isvc, plan, replicas, problems, format_time(reads.wall_clock()), refused=refused,
                               rollout=outcome)
-        written = await ctx.applier.apply_status(INFERENCE_SERVICES, name, namespace, status)
+        written = await writes.applier.apply_status(INFERENCE_SERVICES, name, namespace, status)
         if outcome is not None:
             version = (written or {}).get("metadata", {}).get("resourceVersion")
             if version and version != isvc["metadata"].get("resourceVersion"):
-                ctx.written.wrote(rollout_key(key), version)
+                writes.written.wrote(rollout_key(key), version)
             for kind, reason, message in outcome.events:
-                ctx.events.event(isvc, kind, reason, message)
+                writes.events.event(isvc, kind, reason, message)
             for annotation in outcome.consume:  # answered in the status just written
                 await self.consume(isvc, annotation)
         if refused:
@@ -213,7 +214,7 @@ class InferenceServiceController:
             # Nothing watched tells when a quota is raised or a webhook changes its mind: look again, bounded.
             return Result(requeue_after=REFUSED_RETRY_SECONDS)
         if not problems:
-            ctx.refusals.children_written(key)
+            writes.refusals.children_written(key)
         if outcome is not None and outcome.wake_in is not None:
             return Result(requeue_after=outcome.wake_in + 0.5)  # a soak or a timed canary gate ends
         return None
@@ -221,33 +222,33 @@ class InferenceServiceController:
     async def invalid(self, isvc: Obj, exc: InvalidSpec) -> None:
         """A spec omenative cannot build from (a runtime's or a stored field of the wrong type): Ready False with
         reason InvalidSpec naming the field, and one event per generation; nothing is written but the status."""
-        ctx = self.ctx
+        reads, writes = self.reads, self.writes
         meta = isvc["metadata"]
-        status = build_status(isvc, None, {}, [("InvalidSpec", str(exc))], format_time(ctx.wall_clock()))
-        await ctx.applier.apply_status(INFERENCE_SERVICES, meta["name"], meta["namespace"], status)
+        status = build_status(isvc, None, {}, [("InvalidSpec", str(exc))], format_time(reads.wall_clock()))
+        await writes.applier.apply_status(INFERENCE_SERVICES, meta["name"], meta["namespace"], status)
         key = f"{meta['namespace']}/{meta['name']}"
-        if ctx.refusals.announce_child(key, "InvalidSpec", f"{meta.get('generation')} {exc}"):
-            ctx.events.event(isvc, "Warning", "InvalidSpec", str(exc))
+        if writes.refusals.announce_child(key, "InvalidSpec", f"{meta.get('generation')} {exc}"):
+            writes.events.event(isvc, "Warning", "InvalidSpec", str(exc))
 
     def announce_refused(self, isvc: Obj, plan: desired.Plan, refused: list[tuple[str, str, str]]) -> None:
         """Each distinct refusal once, in the API server's words: a refused InferenceReplica as OME's
         ComponentReconcileError on the InferenceService; a refused child of a component (Service, autoscaler,
         disruption budget, RBAC, PodMonitor) as FailedCreate on that component's InferenceReplica, as the ReplicaSet
         controller reports a refused pod."""
-        ctx = self.ctx
+        reads, writes = self.reads, self.writes
         key = f"{isvc['metadata']['namespace']}/{isvc['metadata']['name']}"
         for kind, child, message in refused:
-            if not ctx.refusals.announce_child(key, kind, message):
+            if not writes.refusals.announce_child(key, kind, message):
                 continue
             part = next((p for p in plan.components if any(
                 (x.get("metadata") or {}).get("name") == child and x.get("kind") == kind for x in p.children)), None)
-            replica = ctx.get(INFERENCE_REPLICAS, part.replica["metadata"]["namespace"],
+            replica = reads.get(INFERENCE_REPLICAS, part.replica["metadata"]["namespace"],
                               part.replica["metadata"]["name"]) if part is not None else None
             if kind == "InferenceReplica" or replica is None:
-                ctx.events.event(isvc, "Warning", "ComponentReconcileError",
+                writes.events.event(isvc, "Warning", "ComponentReconcileError",
                                  f"the API server refused {kind} {child}: {message}")
             else:
-                ctx.events.event(replica, "Warning", "FailedCreate", f"Error writing {kind} {child}: {message}")
+                writes.events.event(replica, "Warning", "FailedCreate", f"Error writing {kind} {child}: {message}")
 
     # -- rollout
     async def plan_rollout(self, isvc: Obj, plan: desired.Plan) -> rollout.Outcome | None:
@@ -261,9 +262,9 @@ class InferenceServiceController:
                 not previous.get("rolloutCoordination"):
             return None
         members = {part.name: self.member(isvc, part) for part in plan.components}
-        config = self.ctx.config
+        config = self.reads.config
         inputs = rollout.Inputs(groups=groups, members=members, annotations=annotations, previous=previous,
-                                now=self.ctx.wall_clock(), default_tolerance=config.rollout_ratio_tolerance,
+                                now=self.reads.wall_clock(), default_tolerance=config.rollout_ratio_tolerance,
                                 default_ready_timeout=config.rollout_ready_timeout,
                                 default_prometheus=config.canary_analysis_prometheus_address,
                                 progress_deadline=optional_duration(config.rollout_progress_deadline))
@@ -299,14 +300,14 @@ class InferenceServiceController:
         return results
 
     def member(self, isvc: Obj, part: desired.ComponentPlan) -> rollout.Member:
-        ctx = self.ctx
+        reads = self.reads
         meta = isvc["metadata"]
-        ir = ctx.get(INFERENCE_REPLICAS, meta["namespace"], part.replica["metadata"]["name"])
+        ir = reads.get(INFERENCE_REPLICAS, meta["namespace"], part.replica["metadata"]["name"])
         status: Obj = (ir or {}).get("status") or {}
         target = current_revision({"spec": part.replica["spec"], "status": status})
         prefix = naming.revision_name(meta["name"], part.name, "")
         current = str(status.get("currentRevision") or "")
-        rows = [r for r in ctx.rows.of(ir).values() if r.phase != DELETING] if ir is not None else []
+        rows = [r for r in reads.rows.of(ir).values() if r.phase != DELETING] if ir is not None else []
         stable = current[len(prefix):] if current.startswith(prefix) and rows else None
         revisions = tuple(((r.target_revision or r.running_revision or ""),
                            r.phase == READY and r.running_revision == (r.target_revision or r.running_revision),
@@ -323,7 +324,7 @@ class InferenceServiceController:
         """The pairing token a revision's pods carry, from its ControllerRevision."""
         if not revision:
             return None
-        found = self.ctx.get(CONTROLLER_REVISIONS, meta["namespace"],
+        found = self.reads.get(CONTROLLER_REVISIONS, meta["namespace"],
                              naming.revision_name(meta["name"], component, revision))
         return pairing_of(((found or {}).get("data") or {}).get("runners") or [])
 
@@ -333,7 +334,7 @@ class InferenceServiceController:
         replica's controller records in its status), then removes it from the InferenceService. A request for a
         component the service does not declare is rejected; one for a component not on OMENative stays, as OME
         documents (no InferenceReplica can act on it)."""
-        ctx = self.ctx
+        reads, writes = self.reads, self.writes
         meta = isvc["metadata"]
         annotations: dict[str, str] = meta.get("annotations") or {}
         parts = {part.name: part for part in plan.components}
@@ -346,30 +347,30 @@ class InferenceServiceController:
             if isinstance(parsed, str) or parsed.component not in declared:
                 why = parsed if isinstance(parsed, str) else \
                     f"migration request {uuid}: the InferenceService has no {parsed.component}"
-                ctx.events.event(isvc, "Warning", "MigrationRequestRejected",
+                writes.events.event(isvc, "Warning", "MigrationRequestRejected",
                                  f"OMENative migration uuid={uuid} rejected: {why}")
-                rejected.append({"id": uuid, "phase": "Failed", "outcome": why, "at": format_time(ctx.wall_clock())})
+                rejected.append({"id": uuid, "phase": "Failed", "outcome": why, "at": format_time(reads.wall_clock())})
                 done.append(key)
                 continue
             if parsed.component not in parts:
                 continue  # RawDeployment or MultiNode: left for the user to remove
-            ir = ctx.get(INFERENCE_REPLICAS, meta["namespace"], parts[parsed.component].replica["metadata"]["name"])
+            ir = reads.get(INFERENCE_REPLICAS, meta["namespace"], parts[parsed.component].replica["metadata"]["name"])
             if ir is None or ir["metadata"].get("deletionTimestamp"):
                 continue  # not created yet (or going): a later pass hands it over
             recorded = any(isinstance(m, dict) and m.get("requestUUID") == uuid
                            for m in (ir.get("status") or {}).get("migrations") or [])
             if not recorded and (ir["metadata"].get("annotations") or {}).get(key) != annotations[key]:
-                await ctx.applier.merge_patch(INFERENCE_REPLICAS, ir["metadata"]["name"], meta["namespace"],
+                await writes.applier.merge_patch(INFERENCE_REPLICAS, ir["metadata"]["name"], meta["namespace"],
                                               {"metadata": {"annotations": {key: annotations[key]}}})
             done.append(key)
         if rejected:
-            await migration_audit.record(ctx.applier, isvc, meta["namespace"], meta["name"], rejected)
+            await migration_audit.record(writes.applier, isvc, meta["namespace"], meta["name"], rejected)
         for key in done:  # only once the replica holds it (or the rejection is recorded)
             await self.consume(isvc, key)
 
     async def consume(self, isvc: Obj, annotation: str) -> None:
         """Removes an answered request unless it was replaced meanwhile (a newer request is answered next)."""
-        await self.ctx.applier.remove_annotation(INFERENCE_SERVICES, isvc, annotation)
+        await self.writes.applier.remove_annotation(INFERENCE_SERVICES, isvc, annotation)
 
     async def write(self, refused: list[tuple[str, str, str]], request: Awaitable[Any], obj: Obj) -> Any:
         """Makes one write and returns its result; a refusal that retrying as is cannot fix (a quota, a webhook,
@@ -386,26 +387,26 @@ class InferenceServiceController:
 
     async def apply_component(self, isvc: Obj, part: desired.ComponentPlan,
                               refused: list[tuple[str, str, str]]) -> None:
-        ctx = self.ctx
+        reads, writes = self.reads, self.writes
         meta = part.replica["metadata"]
         key = creations_key(meta["namespace"], part.replica["spec"]["parentRef"]["name"])
-        if ctx.get(INFERENCE_REPLICAS, meta["namespace"], meta["name"]) is None and (
-                meta["name"] not in ctx.expectations.pending(key)[0] or ctx.expectations.satisfied(key)):
+        if reads.get(INFERENCE_REPLICAS, meta["namespace"], meta["name"]) is None and (
+                meta["name"] not in writes.expectations.pending(key)[0] or writes.expectations.satisfied(key)):
             # Created with the initial Instance count by a one-time write of its own, so that omenative's apply,
             # which never sends spec.replicas while an autoscaler owns it, never fights the autoscaler. Once created,
             # not again until the cache has shown it (a second create would only be refused).
-            ctx.expectations.expect_creations(key, [meta["name"]])
-            await expected(self.write(refused, ctx.applier.create(
+            writes.expectations.expect_creations(key, [meta["name"]])
+            await expected(self.write(refused, writes.applier.create(
                 INFERENCE_REPLICAS, part.bootstrap, field_manager=BOOTSTRAP_MANAGER), part.replica),
-                partial(ctx.expectations.creation_observed, key, meta["name"]))
-        await self.write(refused, ctx.applier.apply(INFERENCE_REPLICAS, part.replica), part.replica)
-        await gather_all([self.write(refused, ctx.applier.apply(KIND_RESOURCES[child["kind"]], child), child)
+                partial(writes.expectations.creation_observed, key, meta["name"]))
+        await self.write(refused, writes.applier.apply(INFERENCE_REPLICAS, part.replica), part.replica)
+        await gather_all([self.write(refused, writes.applier.apply(KIND_RESOURCES[child["kind"]], child), child)
                           for child in part.children])
 
     async def clean_up(self, isvc: Obj, plan: desired.Plan) -> None:
         """Deletes what this InferenceService created for a component it no longer declares, or an autoscaler its
         component no longer uses. Only objects it owns are touched."""
-        ctx = self.ctx
+        reads, writes = self.reads, self.writes
         uid = isvc["metadata"]["uid"]
         key = f"{isvc['metadata']['namespace']}/{isvc['metadata']['name']}"
         declared = set(declared_components(isvc.get("spec") or {}))
@@ -414,9 +415,9 @@ class InferenceServiceController:
         if plan.entry is not None:
             wanted.add(("Service", plan.entry["metadata"]["name"]))
         for resource in OWNED:
-            if resource is PODMONITORS and not ctx.podmonitors_cached():
+            if resource is PODMONITORS and not reads.podmonitors_cached():
                 continue  # no CRD, no cache: nothing of the kind to clean up
-            for obj in ctx.by_index(resource, BY_ISVC, key):
+            for obj in reads.by_index(resource, BY_ISVC, key):
                 meta = obj["metadata"]
                 owners = meta.get("ownerReferences") or []
                 if not any(ref.get("uid") == uid and ref.get("controller") for ref in owners):
@@ -428,4 +429,4 @@ class InferenceServiceController:
                 stale_autoscaler = resource is HPAS and component in declared
                 if stale_component or stale_autoscaler:
                     log.info("deleting what a removed component left", kind=resource.kind, name=meta["name"])
-                    await ctx.applier.delete(resource, obj, propagation_policy="Background")
+                    await writes.applier.delete(resource, obj, propagation_policy="Background")

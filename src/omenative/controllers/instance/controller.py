@@ -17,7 +17,7 @@ from omenative.api.defaults import gang_schedule_timeout, ready_timeout
 from omenative.api.phases import CREATING_PHASES
 from omenative.api.times import format_time, parse_time
 from omenative.api.types import MigrationStatus
-from omenative.controllers.context import Context
+from omenative.controllers.context import Reads, Writes
 from omenative.controllers.instance import plan as planner
 from omenative.controllers.refusals import Refusals
 from omenative.controllers.watches import BY_INSTANCE, PodsOf
@@ -52,40 +52,41 @@ def split_instance_key(key: str) -> tuple[str, str, int]:
 class InstanceController:
     name = "instance"
 
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
+    def __init__(self, reads: Reads, writes: Writes) -> None:
+        self.reads = reads
+        self.writes = writes
 
     def runners_for(self, ir: Obj, isvc: str, component: str, revision: str | None) -> list[Obj] | None:
         spec = ir.get("spec") or {}
         runners: list[Obj] = spec.get("runners") or []
-        if not revision or revision == self.ctx.revisions.of(ir):
+        if not revision or revision == self.reads.revisions.of(ir):
             return runners or None
-        stored = self.ctx.get(CONTROLLER_REVISIONS, ir["metadata"]["namespace"],
+        stored = self.reads.get(CONTROLLER_REVISIONS, ir["metadata"]["namespace"],
                               naming.revision_name(isvc, component, revision))
         return ((stored or {}).get("data") or {}).get("runners")
 
     async def reconcile(self, key: str) -> Result | None:
-        ctx = self.ctx
+        reads, writes = self.reads, self.writes
         namespace, replica, index = split_instance_key(key)
-        ir = ctx.get(INFERENCE_REPLICAS, namespace, replica)
+        ir = reads.get(INFERENCE_REPLICAS, namespace, replica)
         if ir is None:
-            ctx.expectations.forget(PodsOf(key))
+            writes.expectations.forget(PodsOf(key))
             return None
-        row = ctx.rows.of(ir).get(index)
+        row = reads.rows.of(ir).get(index)
         if row is None:
             # Pods without a row are adopted by the InferenceReplica controller, never deleted here; a PodGroup left
             # by an Instance that is gone (no row, no pod) is deleted.
-            ctx.refusals.clear(key)
+            writes.refusals.clear(key)
             await self.delete_leftover_podgroup(key, ir)
             return None
-        if not ctx.expectations.satisfied(PodsOf(key)):
+        if not writes.expectations.satisfied(PodsOf(key)):
             return None  # our last creates or deletes have not shown up yet; their events bring us back
         spec: Obj = ir.get("spec") or {}
         isvc = (spec.get("parentRef") or {}).get("name") or replica
         component = spec.get("component") or c.ENGINE
         runners = self.runners_for(ir, isvc, component, row.target_revision)
         multi = runners is not None and any(r.get("name") == c.RUNNER_LEADER for r in runners)
-        gang = multi and ctx.podgroup_crd_installed()
+        gang = multi and reads.podgroup_crd_installed()
         podgroup_name = naming.podgroup_name(isvc, component, index) if gang else None
         owner = objects.owner_reference(ir)
         avoid, prefer = migration_request.placement(
@@ -95,30 +96,30 @@ class InstanceController:
                           incarnation=row.incarnation or 1, revision=row.target_revision or "",
                           replicas=int(spec.get("replicas") or 1), podgroup=podgroup_name, owner=owner,
                           avoid_nodes=avoid, prefer_nodes=prefer)
-        if gang and not ctx.podgroups_cached():
+        if gang and not reads.podgroups_cached():
             return Result(requeue_after=1.0)  # the PodGroup cache is starting: pods wait for their PodGroup
         intent = None
-        gang_timeout = gang_schedule_timeout(ready_timeout(spec.get("lifecycle") or {}, ctx.config), ctx.config)
+        gang_timeout = gang_schedule_timeout(ready_timeout(spec.get("lifecycle") or {}, reads.config), reads.config)
         if gang and runners is not None:
             intent = objects.pod_group(
                 isvc=isvc, namespace=namespace, component=component, index=index, owner=owner,
                 min_member=pod_count(runners), schedule_timeout=gang_timeout,
                 topology_key=spec.get("topologyKey"))
-        refusal = ctx.refusals.of(key)
+        refusal = writes.refusals.of(key)
         if refusal is not None and (row.phase not in CREATING_PHASES or refusal.incarnation != ref.incarnation):
             # The attempt it refused is over (failed, replaced, removed): it says nothing about this one.
             await self.refusal_cleared(key, ir)
             refusal = None
-        pods = ctx.by_index(PODS, BY_INSTANCE, key)
+        pods = reads.by_index(PODS, BY_INSTANCE, key)
         view = planner.InstanceView(
             ref=ref, phase=row.phase or "", runners=runners, pods=pods,
-            podgroup=ctx.get(PODGROUPS, namespace, podgroup_name) if podgroup_name else None,
+            podgroup=reads.get(PODGROUPS, namespace, podgroup_name) if podgroup_name else None,
             podgroup_intent=intent, owner_uid=ir["metadata"]["uid"],
             scheduler_name=scheduler_name(runners) if runners is not None else None,
-            routed=ctx.routed_pods(namespace, isvc, {p["metadata"]["name"] for p in pods}),
+            routed=reads.routed_pods(namespace, isvc, {p["metadata"]["name"] for p in pods}),
             drain_deadline=parse_time(row.operation.deadline) if row.operation else None,
-            now=ctx.wall_clock(), force_delete=ctx.force_delete(),
-            nodes=ctx.node_health({n for p in pods if (n := (p.get("spec") or {}).get("nodeName"))}),
+            now=reads.wall_clock(), force_delete=reads.force_delete(),
+            nodes=reads.node_health({n for p in pods if (n := (p.get("spec") or {}).get("nodeName"))}),
             refused_since=refusal.since if refusal is not None and not refusal.lasting else None,
             gang_timeout=float(gang_timeout) if multi and gang_timeout else None)
         actions = planner.plan(view)
@@ -131,13 +132,13 @@ class InstanceController:
         return Result(requeue_after=min(wakes)) if wakes else None
 
     async def delete_leftover_podgroup(self, key: str, ir: Obj) -> None:
-        ctx = self.ctx
-        if ctx.by_index(PODS, BY_INSTANCE, key) or not ctx.caches.has(PODGROUPS):
+        reads = self.reads
+        if reads.by_index(PODS, BY_INSTANCE, key) or not reads.has(PODGROUPS):
             return
         namespace, _, index = split_instance_key(key)
         spec: Obj = ir.get("spec") or {}
         isvc = (spec.get("parentRef") or {}).get("name") or ir["metadata"]["name"]
-        podgroup = ctx.get(PODGROUPS, namespace, naming.podgroup_name(isvc, spec.get("component") or c.ENGINE, index))
+        podgroup = reads.get(PODGROUPS, namespace, naming.podgroup_name(isvc, spec.get("component") or c.ENGINE, index))
         if podgroup is not None and not podgroup["metadata"].get("deletionTimestamp") and \
                 planner.owned_by(podgroup, ir["metadata"]["uid"]):
             await self.delete_expected(key, PODGROUPS, [podgroup])
@@ -145,46 +146,46 @@ class InstanceController:
     async def delete_expected(self, key: str, resource: Resource, objs: list[Obj]) -> None:
         """Deletes each once: the cache shows an object until its delete event arrives, and a pass before that (a
         PodGroup's leftover pass runs whatever the expectations) would delete it again, a 404 and a wasted request."""
-        ctx = self.ctx
-        pending = ctx.expectations.pending(PodsOf(key))[1]
+        writes = self.writes
+        pending = writes.expectations.pending(PodsOf(key))[1]
         wanted = {uid: obj for obj in objs if (uid := obj["metadata"].get("uid", "")) not in pending}
-        ctx.expectations.expect_deletions(PodsOf(key), list(wanted))
-        await gather_all([expected(ctx.applier.delete(resource, obj), partial(
-            ctx.expectations.deletion_observed, PodsOf(key), uid)) for uid, obj in wanted.items()])
+        writes.expectations.expect_deletions(PodsOf(key), list(wanted))
+        await gather_all([expected(writes.applier.delete(resource, obj), partial(
+            writes.expectations.deletion_observed, PodsOf(key), uid)) for uid, obj in wanted.items()])
 
     async def refusal_cleared(self, key: str, ir: Obj) -> None:
         """The Instance's writes go through again: its replica is told, so its row stops waiting."""
-        if self.ctx.refusals.clear(key):
-            self.ctx.queues["inferencereplica"].add(Refusals.replica_of(key))
+        if self.writes.refusals.clear(key):
+            self.writes.wake("inferencereplica", Refusals.replica_of(key))
 
     def refused(self, key: str, ir: Obj, obj: Obj, exc: ApiError, cause: str, incarnation: int) -> Refusal:
         """Records a refused create: the replica's row names it within one pass (the replica is woken), and each
         distinct cause is announced once as a FailedCreate event on the replica, in the API server's own words, as
         the ReplicaSet controller does."""
-        ctx = self.ctx
-        now = ctx.wall_clock()
-        refusal = ctx.refusals.record(key, Refusal(
+        reads, writes = self.reads, self.writes
+        now = reads.wall_clock()
+        refusal = writes.refusals.record(key, Refusal(
             cause=cause, verb="create", kind=str(obj.get("kind") or "Pod"), name=obj["metadata"]["name"],
             message=exc.message, at=now, since=now, incarnation=incarnation))
-        if ctx.refusals.announce(key, refusal):
-            ctx.events.event(ir, "Warning", "FailedCreate", f"Error creating: {exc.message}")
+        if writes.refusals.announce(key, refusal):
+            writes.events.event(ir, "Warning", "FailedCreate", f"Error creating: {exc.message}")
         log.info("create refused", instance=key, cause=cause, kind=refusal.kind, name=refusal.name,
                  message=exc.message)
-        ctx.queues["inferencereplica"].add(Refusals.replica_of(key))
+        writes.wake("inferencereplica", Refusals.replica_of(key))
         return refusal
 
     async def execute(self, key: str, ir: Obj, actions: planner.InstanceActions,
                       incarnation: int) -> Refusal | None:
         """Carries the actions out; returns the refusal of a create the API server would not make, if any."""
-        ctx = self.ctx
+        reads, writes = self.reads, self.writes
         refusals: list[tuple[Obj, ApiError, str]] = []
 
         async def create(resource: Resource, obj: Obj) -> bool:
             try:
                 if resource is PODGROUPS:
-                    await ctx.applier.apply(PODGROUPS, obj)
+                    await writes.applier.apply(PODGROUPS, obj)
                     return True
-                return await ctx.applier.create(resource, obj)
+                return await writes.applier.create(resource, obj)
             except ApiError as exc:
                 cause = classify(exc.status, exc.reason, exc.message)
                 if cause is None:
@@ -193,12 +194,12 @@ class InstanceController:
                 return False  # nothing was made: no event will come for it
 
         namespace = ir["metadata"]["namespace"]
-        parent = ctx.get(INFERENCE_SERVICES, namespace, (ir.get("spec") or {}).get("parentRef", {}).get("name", "")) \
+        parent = reads.get(INFERENCE_SERVICES, namespace, (ir.get("spec") or {}).get("parentRef", {}).get("name", "")) \
             or ir
         for event in actions.events:
-            ctx.events.event(parent, event.type, event.reason, event.message)
+            writes.events.event(parent, event.type, event.reason, event.message)
         for pod in actions.force_delete_pods:
-            await ctx.applier.delete(PODS, pod, grace_period_seconds=0)
+            await writes.applier.delete(PODS, pod, grace_period_seconds=0)
         if actions.delete_podgroup is not None:
             await self.delete_expected(key, PODGROUPS, [actions.delete_podgroup])
         if actions.apply_podgroup is not None:
@@ -209,9 +210,10 @@ class InstanceController:
             await self.delete_expected(key, PODS, list(actions.delete_pods))
         if actions.create_pods:
             pods_of = PodsOf(key)
-            ctx.expectations.expect_creations(pods_of, [p["metadata"]["name"] for p in actions.create_pods])
-            await gather_all([expected(create(PODS, pod), partial(
-                ctx.expectations.creation_observed, pods_of, pod["metadata"]["name"])) for pod in actions.create_pods])
+            writes.expectations.expect_creations(pods_of, [p["metadata"]["name"] for p in actions.create_pods])
+            observed = writes.expectations.creation_observed
+            await gather_all([expected(create(PODS, pod), partial(observed, pods_of, pod["metadata"]["name"]))
+                              for pod in actions.create_pods])
         if refusals:
             # A lasting cause wins: it fails the Instance, where a quota only holds it.
             obj, exc, cause = min(refusals, key=lambda r: r[2] not in LASTING)
@@ -230,5 +232,5 @@ class InstanceController:
                 "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]},
                 "status": {"conditions": [{"type": c.SERVING_GATE, "status": status, "reason": reason,
                                            "message": message,
-                                           "lastTransitionTime": format_time(self.ctx.wall_clock())}]}}
-        await self.ctx.applier.apply_partial_status(PODS, body, f"{meta['uid']}:{c.SERVING_GATE}={status}:{reason}")
+                                           "lastTransitionTime": format_time(self.reads.wall_clock())}]}}
+        await self.writes.applier.apply_partial_status(PODS, body, f"{meta['uid']}:{c.SERVING_GATE}={status}:{reason}")
