@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from omenative.kubectl_ome import rollout as ro
-from omenative.kubectl_ome.held import Refused
+from omenative.kubectl_ome.common import Refused
 
 CANARY_GROUP = {"components": ["engine"], "canary": {"steps": [
     {"capacity": "25%", "traffic": 10, "pause": {}}, {"capacity": "100%", "traffic": 100}]}}

@@ -11,7 +11,7 @@ import pytest
 from omenative.api.times import format_time
 from omenative.api.types import InstanceOperation
 from omenative.controllers.inferencereplica import plan as replica
-from omenative.kubectl_ome.cli import flags
+from omenative.kubectl_ome.instance import flags
 from omenative.observe.pods import pod_facts
 from omenative.render.pods import kueue_group_name, render_instance
 from omenative.render.templates import _accelerated

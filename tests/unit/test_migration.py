@@ -269,7 +269,7 @@ def test_a_deadline_passing_during_a_pause_fails_the_request_at_the_resume() -> 
     (("0", "engine", None, [], None, "kubectl-ome", "not-a-uuid"), "invalid migration request values; use --help"),
 ])
 def test_migration_start_refuses_bad_flags_before_any_read(args: tuple[Any, ...], message: str) -> None:
-    from omenative.kubectl_ome.held import Refused
+    from omenative.kubectl_ome.common import Refused
     from omenative.kubectl_ome.migration import check_flags
 
     with pytest.raises(Refused, match=f"^{message}$") as refused:

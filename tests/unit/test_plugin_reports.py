@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from omenative.api.types import InstanceOperation, InstanceStatus, LastFailure
-from omenative.kubectl_ome import reports
-from omenative.kubectl_ome.cli import refusal, row_evidence
+from omenative.kubectl_ome import get, status, version, wait
+from omenative.kubectl_ome.instance import refusal, row_evidence
 
 NOW = dt.datetime(2026, 12, 3, 12, 0, tzinfo=dt.UTC)
 
@@ -29,7 +29,7 @@ def cond(kind: str, status: str, when: str = "2026-12-03T11:00:00Z", **extra: st
     (["not a record", cond("Ready", "True")], ("True", "Valid", ("InvalidConditionRecord",))),
 ])
 def test_the_ready_condition_is_inspected_as_the_reference_says(conditions: Any, expected: tuple[Any, ...]) -> None:
-    view = reports.inspect_condition(conditions, "Ready", NOW)
+    view = status.inspect_condition(conditions, "Ready", NOW)
     assert (view.status, view.validity, view.warnings) == expected
 
 
@@ -40,7 +40,7 @@ def test_the_ready_condition_is_inspected_as_the_reference_says(conditions: Any,
     (None, ""),
 ])
 def test_reasons_and_messages_are_masked(text: str | None, shown: str) -> None:
-    assert reports.mask(text) == shown
+    assert status.mask(text) == shown
 
 
 def pod(name: str, component: str | None, *, ready: bool, phase: str = "Running", restarts: int = 0,
@@ -74,8 +74,8 @@ def test_the_status_report_counts_pods_per_component_and_keeps_the_warning_event
               event("InferenceService", "svc", "InstanceUnschedulable", "2026-12-03T11:59:00Z"),
               event("Pod", "other-service-pod", "BackOff", "2026-12-03T11:59:30Z"),
               event("Pod", "svc-engine-0-leader-0", "Started", "2026-12-03T11:59:40Z", type_="Normal")]
-    content = reports.status_report(ISVC, pods, events, now=NOW)
-    rows = reports.status_rows(content, wide=False)
+    content = status.status_report(ISVC, pods, events, now=NOW)
+    rows = status.status_rows(content, wide=False)
     table = dict(rows)
     assert table["Ready"] == "False / Valid" and table["Ready reason"] == "EngineNotReady"
     assert table["engine"] == "False / Valid; Ready pods=1/2 restarts=1"
@@ -85,21 +85,21 @@ def test_the_status_report_counts_pods_per_component_and_keeps_the_warning_event
         ("Warning Inference...", "svc InstanceUnschedulable"),
         ("Warning Pod", "svc-engine-0-worker-0 FailedScheduling")]
     assert ("Issue", "UnsupportedComponent") in rows
-    wide = dict(reports.status_rows(content, wide=True))
+    wide = dict(status.status_rows(content, wide=True))
     assert wide["router phases"] == "R=1 P=0 F=0 S=0 U=0 deleting=1"
     assert wide["Ready message"] == "1 of 2 pods ready"
 
 
 def test_a_failed_pod_read_leaves_a_report_that_says_so() -> None:
-    content = reports.status_report(ISVC, None, [], now=NOW, pod_error="Forbidden")
-    table = dict(reports.status_rows(content, wide=True))
+    content = status.status_report(ISVC, None, [], now=NOW, pod_error="Forbidden")
+    table = dict(status.status_rows(content, wide=True))
     assert table["Pod observation"] == "Unavailable count=0 truncated=true Forbidden"
     assert table["engine evidence"] == "Unavailable"
 
 
 def test_events_are_read_for_at_most_fifteen_pods_unready_ones_first() -> None:
     pods = [pod(f"svc-engine-{i}-default-0", "engine", ready=i != 16) for i in range(20)]
-    targets, skipped = reports.event_targets(pods)
+    targets, skipped = status.event_targets(pods)
     assert len(targets) == 15 and skipped == 5 and targets[0]["metadata"]["name"] == "svc-engine-16-default-0"
 
 
@@ -107,7 +107,7 @@ def test_events_are_read_for_at_most_fifteen_pods_unready_ones_first() -> None:
     ("True", False, "ConditionNotMatched"), ("False", True, "ConditionMatched"),
 ])
 def test_a_condition_wait_matches_only_the_requested_status(status: str, matched: bool, reason: str) -> None:
-    check = reports.check_condition(reports.Predicate("condition", status=status), ISVC, NOW)
+    check = wait.check_condition(wait.Predicate("condition", status=status), ISVC, NOW)
     assert (check.matched, check.reason) == (matched, reason)
 
 
@@ -118,21 +118,21 @@ def replica(spec_replicas: int, current: int, ready: int, *, generation: int = 2
 
 
 @pytest.mark.parametrize(("predicate", "ir", "matched", "reason"), [
-    (reports.Predicate("replicas-ready", component="engine", replicas=2), replica(2, 2, 2), True,
+    (wait.Predicate("replicas-ready", component="engine", replicas=2), replica(2, 2, 2), True,
      "ReplicaReadyMatched"),
-    (reports.Predicate("replicas-ready", component="engine", replicas=2), replica(2, 2, 1), False,
+    (wait.Predicate("replicas-ready", component="engine", replicas=2), replica(2, 2, 1), False,
      "ReplicaReadyNotMatched"),
-    (reports.Predicate("replicas-ready", component="engine", replicas=2), replica(2, 2, 2, observed=1), False,
+    (wait.Predicate("replicas-ready", component="engine", replicas=2), replica(2, 2, 2, observed=1), False,
      "ReplicaReadyNotRecorded"),
-    (reports.Predicate("replicas-current", component="engine", replicas=3), replica(3, 2, 2), False,
+    (wait.Predicate("replicas-current", component="engine", replicas=3), replica(3, 2, 2), False,
      "ReplicaScaleNotMatched"),
-    (reports.Predicate("replicas-current", component="engine", replicas=3), replica(3, 3, 1), True,
+    (wait.Predicate("replicas-current", component="engine", replicas=3), replica(3, 3, 1), True,
      "ReplicaScaleMatched"),
-    (reports.Predicate("replicas-current", component="engine", replicas=3), None, False, "ReplicaScaleNotRecorded"),
+    (wait.Predicate("replicas-current", component="engine", replicas=3), None, False, "ReplicaScaleNotRecorded"),
 ])
-def test_replica_waits_read_a_fresh_inferencereplica(predicate: reports.Predicate, ir: Any, matched: bool,
+def test_replica_waits_read_a_fresh_inferencereplica(predicate: wait.Predicate, ir: Any, matched: bool,
                                                      reason: str) -> None:
-    check = reports.check_replicas(predicate, ir)
+    check = wait.check_replicas(predicate, ir)
     assert (check.matched, check.reason) == (matched, reason)
 
 
@@ -147,16 +147,16 @@ def test_replica_waits_read_a_fresh_inferencereplica(predicate: reports.Predicat
 ])
 def test_bad_wait_flags_are_refused_with_the_documented_message(text: str | None, component: str | None,
                                                                 replicas: int | None, error: str) -> None:
-    with pytest.raises(reports.InvalidWait, match=f"^{error}"):
-        reports.parse_predicate(text, component, replicas)
+    with pytest.raises(wait.InvalidWait, match=f"^{error}"):
+        wait.parse_predicate(text, component, replicas)
 
 
 def test_a_timed_out_wait_report_has_the_last_check() -> None:
-    predicate = reports.parse_predicate("condition=Ready", None, None)
-    check = reports.check_condition(predicate, ISVC, NOW)
-    report = reports.wait_report("ns", "svc", predicate, "TimedOut", check, elapsed_ms=3000, reads=2, polls=1,
+    predicate = wait.parse_predicate("condition=Ready", None, None)
+    check = wait.check_condition(predicate, ISVC, NOW)
+    report = wait.wait_report("ns", "svc", predicate, "TimedOut", check, elapsed_ms=3000, reads=2, polls=1,
                                  source="Poll")
-    table = dict(reports.wait_rows(report))
+    table = dict(wait.wait_rows(report))
     assert (table["Service"], table["Requested"], table["Outcome"], table["Reason"], table["Observed Ready"]) == (
         "ns/svc", "Ready=True", "TimedOut", "ConditionNotMatched", "False")
     assert report["kind"] == "WaitReport" and report["apiVersion"] == "cli.ome.io/v1alpha1"
@@ -175,14 +175,14 @@ def deployment(*images: tuple[str, str]) -> dict[str, Any]:
     (None, "unknown (get deployments.apps omenative-system/omenative: NotFound)"),
 ])
 def test_the_operator_version_is_the_controllers_image_tag(found: Any, shown: str) -> None:
-    assert reports.operator_version(found, "get deployments.apps omenative-system/omenative: NotFound") == shown
+    assert version.operator_version(found, "get deployments.apps omenative-system/omenative: NotFound") == shown
 
 
 def test_get_lists_inferenceservices_with_their_model_runtime_and_readiness() -> None:
     isvc = {"metadata": {"name": "svc", "namespace": "ns", "creationTimestamp": "2026-12-03T09:00:00Z"},
             "spec": {"model": {"name": "m"}}, "status": {"conditions": [cond("Ready", "True")]}}
     bare = {"metadata": {"name": "new", "namespace": "ns"}, "spec": {"runtime": {"name": "rt"}}}
-    rows = reports.get_table("inferenceservices", [("Namespaced", isvc), ("Namespaced", bare)], wide=False,
+    rows = get.get_table("inferenceservices", [("Namespaced", isvc), ("Namespaced", bare)], wide=False,
                              all_namespaces=True, now=NOW)
     assert rows == [["NAMESPACE", "NAME", "MODEL", "RUNTIME", "READY", "URL", "AGE"],
                     ["ns", "svc", "m", "-", "True", "-", "3h"], ["ns", "new", "-", "rt", "Unknown", "-", "-"]]
@@ -190,13 +190,13 @@ def test_get_lists_inferenceservices_with_their_model_runtime_and_readiness() ->
 
 def test_get_merges_models_of_both_scopes_and_shows_a_stalled_rollout_first() -> None:
     model = {"metadata": {"name": "m"}, "spec": {"modelArchitecture": "LlamaForCausalLM"}}
-    rows = reports.get_table("models", [("Namespaced", model), ("Cluster", model)], wide=False, all_namespaces=False,
+    rows = get.get_table("models", [("Namespaced", model), ("Cluster", model)], wide=False, all_namespaces=False,
                              now=NOW)
     assert [r[:3] for r in rows] == [["NAME", "SCOPE", "ARCH"], ["m", "Namespaced", "LlamaForCausalLM"],
                                      ["m", "Cluster", "LlamaForCausalLM"]]
     stalled = replica(2, 2, 1) | {"status": {"replicas": 2, "readyReplicas": 1, "conditions": [
         cond("Ready", "False"), cond("RolloutStalled", "True", reason="Held")]}}
-    (head, row) = reports.get_table("inferencereplicas", [("Namespaced", stalled)], wide=True, all_namespaces=False,
+    (head, row) = get.get_table("inferencereplicas", [("Namespaced", stalled)], wide=True, all_namespaces=False,
                                     now=NOW)
     table = dict(zip(head, row, strict=True))
     assert (table["LIFECYCLE"], table["REASON"], table["DESIRED"], table["READY"]) == (
@@ -207,15 +207,15 @@ def test_get_merges_models_of_both_scopes_and_shows_a_stalled_rollout_first() ->
     ("2026-12-03T11:59:30Z", "30s"), ("2026-12-03T11:55:00Z", "5m"), ("2026-12-01T12:00:00Z", "2d"), (None, "-"),
 ])
 def test_ages_read_like_kubectls(created: str | None, shown: str) -> None:
-    assert reports.age(created, NOW) == shown
+    assert get.age(created, NOW) == shown
 
 
 def test_a_refusal_is_shown_whole_on_its_components_row() -> None:
     cause = ("Instance 0: pod create refused: exceeded quota: q, requested: pods=1, used: pods=1, "
              "limited: pods=1")
-    content = reports.status_report(ISVC, [pod("svc-engine-0-leader-0", "engine", ready=False)], [], now=NOW,
+    content = status.status_report(ISVC, [pod("svc-engine-0-leader-0", "engine", ready=False)], [], now=NOW,
                                     refused={"engine": cause})
-    table = dict(reports.status_rows(content, wide=False))
+    table = dict(status.status_rows(content, wide=False))
     assert table["engine refused"] == cause and "router refused" not in table
 
 

@@ -8,6 +8,7 @@ when more than one pod matches.
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 import threading
@@ -15,6 +16,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from omenative.api import constants as c
+from omenative.api.units import InvalidValue, parse_duration
+from omenative.kubectl_ome.cluster import Cluster
+from omenative.kubectl_ome.common import CommandError
 from omenative.obj import Obj
 
 MAIN_CONTAINER = "ome-container"
@@ -112,3 +116,30 @@ def follow_all(pods: list[Obj], containers: dict[str, str], stream: Callable[[Ob
         done.acquire()
         if failures:
             raise failures[0]  # the other streams are daemon threads: they end with the command
+
+
+def command(cluster: Cluster, namespace: str, args: argparse.Namespace) -> int:
+    try:
+        chosen = selector(args.inferenceservice, args.component, args.instance, args.revision)
+        pods = cluster.pods_selected(namespace, chosen)
+        containers = {p["metadata"]["name"]: container_of(p, args.container) for p in pods}
+        options: dict[str, Any] = {}
+        if args.tail >= 0:
+            options["tail_lines"] = args.tail
+        if args.since:
+            options["since_seconds"] = max(1, int(parse_duration(args.since)))
+        if args.limit_bytes > 0 and not args.follow:
+            options["limit_bytes"] = args.limit_bytes
+
+        def read(pod: Obj, container: str, follow: bool = False) -> Iterable[str]:
+            return cluster.pod_log(namespace, pod["metadata"]["name"], container, follow, options)
+
+        if args.follow:
+            follow_all(pods, containers, lambda pod, name: read(pod, name, True), args.max_log_requests)
+        else:
+            read_all(pods, containers, read)
+    except (LogsError, InvalidValue) as exc:
+        raise CommandError(str(exc)) from None
+    except KeyboardInterrupt:
+        return 1
+    return 0

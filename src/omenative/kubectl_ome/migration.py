@@ -14,13 +14,20 @@ import re
 import sys
 import time
 import uuid as uuidlib
-from typing import Any
 
 from omenative.api import constants as c
 from omenative.api import migration_request
 from omenative.api.instance_status import decode_rows
-from omenative.kubectl_ome.held import ACTION_SECONDS, Refused, _confirm, print_table_err
-from omenative.kubectl_ome.output import REPORT_VERSION, emit, print_table
+from omenative.kubectl_ome.cluster import Cluster
+from omenative.kubectl_ome.common import (
+    ACTION_SECONDS,
+    REPORT_VERSION,
+    Refused,
+    confirm,
+    emit,
+    print_table,
+    print_table_err,
+)
 from omenative.kubectl_ome.rollout import MAILBOXES, PAUSED, READ_FAILED, read_target
 from omenative.obj import Obj
 
@@ -51,7 +58,7 @@ def outcome(record: Obj) -> str:
     return str(phase)
 
 
-def replica_sources(cluster: Any, namespace: str, isvc: Obj) -> list[Obj]:
+def replica_sources(cluster: Cluster, namespace: str, isvc: Obj) -> list[Obj]:
     """The service's InferenceReplicas that belong to it (label and owner)."""
     uid = isvc["metadata"].get("uid")
     return [r for r in cluster.replicas(namespace, isvc["metadata"]["name"])
@@ -65,7 +72,7 @@ def freshness(replica: Obj) -> str:
     return "Current" if status.get("observedGeneration") == replica["metadata"].get("generation") else "Stale"
 
 
-def status_report(cluster: Any, namespace: str, name: str, component: str | None) -> Obj:
+def status_report(cluster: Cluster, namespace: str, name: str, component: str | None) -> Obj:
     isvc = cluster.inference_service(namespace, name)
     if isvc is None:
         raise Refused(READ_FAILED)
@@ -110,7 +117,7 @@ def _cut(text: str, width: int = 25) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def migration_status(cluster: Any, namespace: str, name: str, component: str | None, output: str) -> int:
+def migration_status(cluster: Cluster, namespace: str, name: str, component: str | None, output: str) -> int:
     try:
         report = status_report(cluster, namespace, name, component)
     except Refused as exc:
@@ -141,7 +148,7 @@ def _when(*times: str | None) -> str:
     return dt.datetime.fromisoformat(latest.replace("Z", "+00:00")).strftime("%m-%dT%H:%MZ")
 
 
-def migration_history(cluster: Any, namespace: str, name: str, component: str | None, output: str) -> int:
+def migration_history(cluster: Cluster, namespace: str, name: str, component: str | None, output: str) -> int:
     try:
         report = status_report(cluster, namespace, name, component)
         audit_state, audit = "Available", []
@@ -219,7 +226,7 @@ def check_flags(instance: str | None, component: str | None, from_node: str | No
     return int(instance), flat
 
 
-def _observe(cluster: Any, namespace: str, name: str, component: str, index: int, from_node: str | None,
+def _observe(cluster: Cluster, namespace: str, name: str, component: str, index: int, from_node: str | None,
              hints: list[str]) -> Obj:
     """Everything the request depends on, refused (exit 3) when the move cannot start now."""
     isvc = read_target(cluster, namespace, name)
@@ -277,7 +284,7 @@ def _observe(cluster: Any, namespace: str, name: str, component: str, index: int
             "mode": ((spec.get("lifecycle") or {}).get("migrationPolicy") or {}).get("mode") or "Auto"}
 
 
-def migration_start(cluster: Any, namespace: str, name: str, *, component: str | None, instance: str | None,
+def migration_start(cluster: Cluster, namespace: str, name: str, *, component: str | None, instance: str | None,
                     from_node: str | None, hints: list[str], reason: str | None, requested_by: str,
                     request_id: str | None, dry_run: str, yes: bool, output: str, context: str | None,
                     ome_namespace: str) -> int:
@@ -331,7 +338,7 @@ def migration_start(cluster: Any, namespace: str, name: str, *, component: str |
             print("Other migration work is queued or executing; dispatch is serial and capacity is not guaranteed.",
                   file=sys.stderr)
         if not yes:
-            _confirm(deadline)
+            confirm(deadline)
         try:
             again = _observe(cluster, namespace, name, component, index, from_node, flat)
         except Refused as exc:
@@ -398,7 +405,7 @@ def _result(output: str, namespace: str, name: str, meta: Obj, dry_run: str, uui
 
 # -- wait --for=migration=terminal ---------------------------------------------------------------------------------
 
-def find_record(cluster: Any, namespace: str, name: str, request_id: str) -> tuple[Obj | None, str]:
+def find_record(cluster: Cluster, namespace: str, name: str, request_id: str) -> tuple[Obj | None, str]:
     """The record of one request and its validity (Valid, Unavailable)."""
     report = status_report(cluster, namespace, name, None)
     for record in report["content"]["migrations"]:

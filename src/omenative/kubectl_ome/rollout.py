@@ -17,8 +17,16 @@ from typing import Any
 from omenative.api import constants as c
 from omenative.api.rollout import IN_FLIGHT, gate_of, plan_digest, primary_of, topology
 from omenative.api.rollout_validation import is_sequence, progression, validate_rollout
-from omenative.kubectl_ome.held import ACTION_SECONDS, Refused, _confirm, print_table_err
-from omenative.kubectl_ome.output import REPORT_VERSION, emit, print_table
+from omenative.kubectl_ome.cluster import Cluster
+from omenative.kubectl_ome.common import (
+    ACTION_SECONDS,
+    REPORT_VERSION,
+    Refused,
+    confirm,
+    emit,
+    print_table,
+    print_table_err,
+)
 from omenative.obj import Obj
 
 PAUSED = c.ANN_ROLLOUT_PAUSED
@@ -144,7 +152,7 @@ def status_report(isvc: Obj) -> Obj:
     return {"service": service, "components": rows, "issues": issues}
 
 
-def _read(cluster: Any, namespace: str, name: str) -> Obj | None:
+def _read(cluster: Cluster, namespace: str, name: str) -> Obj | None:
     """The InferenceService a read command reports on; None (said on stderr) when there is none."""
     isvc = cluster.inference_service(namespace, name)
     if isvc is None:
@@ -152,7 +160,7 @@ def _read(cluster: Any, namespace: str, name: str) -> Obj | None:
     return dict(isvc) if isvc is not None else None
 
 
-def rollout_status(cluster: Any, namespace: str, name: str, output: str) -> int:
+def rollout_status(cluster: Cluster, namespace: str, name: str, output: str) -> int:
     isvc = _read(cluster, namespace, name)
     if isvc is None:
         return 1
@@ -182,7 +190,7 @@ def rollout_status(cluster: Any, namespace: str, name: str, output: str) -> int:
 # ------------------------------------------------------------------------------------------------- actions
 
 
-def read_target(cluster: Any, namespace: str, name: str) -> Obj:
+def read_target(cluster: Cluster, namespace: str, name: str) -> Obj:
     """The InferenceService an action changes, refused when it can't be read, lacks a safe identity or is being
     deleted (the target checks every action shares)."""
     try:
@@ -199,7 +207,7 @@ def read_target(cluster: Any, namespace: str, name: str) -> Obj:
     return dict(isvc)
 
 
-def _check(cluster: Any, namespace: str, name: str, action: str,
+def _check(cluster: Cluster, namespace: str, name: str, action: str,
            override_analysis: bool = False) -> tuple[Obj, str, str | None, list[str]]:
     """Reads the InferenceService and refuses an action that is not safe now. Returns it, the annotation to set
     (or remove), its new value (None: remove) and the preview's extra rows."""
@@ -278,12 +286,12 @@ def _work_in_progress(status: Obj) -> bool:
     return False
 
 
-def _send(cluster: Any, namespace: str, name: str, meta: Obj, annotation: str, value: str | None, *, yes: bool,
+def _send(cluster: Cluster, namespace: str, name: str, meta: Obj, annotation: str, value: str | None, *, yes: bool,
           dry_run: str, deadline: float, recheck: Any, unknown: str) -> tuple[bool, bool, str]:
     """The guarded flow after the preview: the prompt (or --yes), a second read that must find the same
     resourceVersion, then one JSON patch testing the UID and resourceVersion. Returns (accepted, applied, message)."""
     if not yes:
-        _confirm(deadline)
+        confirm(deadline)
     try:
         again = recheck()
     except Refused as exc:
@@ -312,7 +320,7 @@ def _send(cluster: Any, namespace: str, name: str, meta: Obj, annotation: str, v
                            "API dry-run accepted; no changes persisted.")
 
 
-def rollout_action(cluster: Any, namespace: str, name: str, action: str, *, dry_run: str, yes: bool, output: str,
+def rollout_action(cluster: Cluster, namespace: str, name: str, action: str, *, dry_run: str, yes: bool, output: str,
                    context: str | None, override_analysis: bool = False) -> int:
     deadline = time.monotonic() + ACTION_SECONDS
     try:
@@ -399,7 +407,7 @@ def _plan_rows(view: str, groups: list[Obj], head: str) -> list[list[str]]:
     return rows
 
 
-def explain(cluster: Any, namespace: str, name: str, output: str) -> int:
+def explain(cluster: Cluster, namespace: str, name: str, output: str) -> int:
     isvc = _read(cluster, namespace, name)
     if isvc is None:
         return 1
@@ -463,7 +471,7 @@ def explain(cluster: Any, namespace: str, name: str, output: str) -> int:
     return 0
 
 
-def history(cluster: Any, namespace: str, name: str, output: str) -> int:
+def history(cluster: Cluster, namespace: str, name: str, output: str) -> int:
     isvc = _read(cluster, namespace, name)
     if isvc is None:
         return 1
@@ -510,7 +518,7 @@ def history(cluster: Any, namespace: str, name: str, output: str) -> int:
     return 0
 
 
-def validate(cluster: Any, namespace: str, name: str, output: str) -> int:
+def validate(cluster: Cluster, namespace: str, name: str, output: str) -> int:
     """The rollout checks of `validate`: the spec against admission's rules, and whether the controller resolved
     the plan. Exit 0 when OVERALL is Valid, 2 when Invalid or Unverifiable."""
     isvc = _read(cluster, namespace, name)
@@ -556,7 +564,7 @@ def validate(cluster: Any, namespace: str, name: str, output: str) -> int:
 REPIN = c.ANN_ROLLOUT_REPIN
 
 
-def repin(cluster: Any, namespace: str, name: str, *, dry_run: str, yes: bool, output: str,
+def repin(cluster: Cluster, namespace: str, name: str, *, dry_run: str, yes: bool, output: str,
           context: str | None) -> int:
     deadline = time.monotonic() + ACTION_SECONDS
 

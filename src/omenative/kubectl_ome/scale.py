@@ -13,13 +13,12 @@ from __future__ import annotations
 import datetime as dt
 import re
 import sys
-from typing import Any
 
 from omenative.api import constants as c
 from omenative.api import migration_request
 from omenative.api.instance_status import decode_rows
-from omenative.kubectl_ome.held import Refused, print_table_err
-from omenative.kubectl_ome.output import REPORT_VERSION, emit, print_table
+from omenative.kubectl_ome.cluster import Cluster
+from omenative.kubectl_ome.common import REPORT_VERSION, Refused, emit, print_table, print_table_err
 from omenative.kubectl_ome.rollout import MAILBOX, MAILBOXES, READ_FAILED, STALE, read_target
 from omenative.obj import Obj
 
@@ -41,7 +40,7 @@ def _component_spec(isvc: Obj, component: str) -> Obj | None:
     return value if isinstance(value, dict) else None
 
 
-def _runtime(cluster: Any, namespace: str, isvc: Obj) -> Obj:
+def _runtime(cluster: Cluster, namespace: str, isvc: Obj) -> Obj:
     """The named runtime's spec (namespaced first, then cluster-wide); {} when the service names none."""
     name = ((isvc.get("spec") or {}).get("runtime") or {}).get("name")
     if not name:
@@ -86,7 +85,7 @@ def _busy(replica: Obj, isvc: Obj, component: str) -> bool:
     return block.get("rolloutPhase") not in (None, "Stable", "Succeeded")
 
 
-def _observe(cluster: Any, namespace: str, name: str, component: str, replicas: int) -> Obj:
+def _observe(cluster: Cluster, namespace: str, name: str, component: str, replicas: int) -> Obj:
     isvc = read_target(cluster, namespace, name)
     annotations = isvc["metadata"].get("annotations") or {}
     if not ((isvc.get("status") or {}).get("components") or {}):
@@ -117,7 +116,7 @@ def _observe(cluster: Any, namespace: str, name: str, component: str, replicas: 
             "current": current}
 
 
-def scale(cluster: Any, namespace: str, name: str, *, component: str | None, replicas: str | None,
+def scale(cluster: Cluster, namespace: str, name: str, *, component: str | None, replicas: str | None,
           override: bool, yes: bool, dry_run: str, output: str, context: str | None, ome_namespace: str) -> int:
     try:
         if component not in c.COMPONENTS or replicas is None or not re.match(r"^[1-9][0-9]*$", replicas) or \
@@ -210,7 +209,7 @@ def _last_scale(text: str | None) -> str:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).strftime("%b%d %H:%MZ")
 
 
-def autoscale_status(cluster: Any, namespace: str, name: str, *, live_scale: bool, live_scaler: bool,
+def autoscale_status(cluster: Cluster, namespace: str, name: str, *, live_scale: bool, live_scaler: bool,
                      output: str) -> int:
     """One column per component: its autoscaler class, who manages it, where its settings come from, the scale
     target, and the counts (from the HorizontalPodAutoscaler omenative manages); with --live-scale, the
