@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from omenative.api import constants as c
 from omenative.api.config import ControllerConfig
 from omenative.api.pod_fields import InvalidSpec, core_types
-from omenative.api.validation import Context, validate_inference_service
+from omenative.api.validation import Admission, validate_inference_service
 from omenative.controllers.inferencereplica import plan as replica_plan
 from omenative.controllers.inferenceservice import desired, rollout
 from omenative.controllers.instance import plan as instance_plan
@@ -45,7 +45,7 @@ def field_names() -> list[str]:
     """Every field name of the core pod types: free-form objects get these keys, so wrong types land where they
     are read."""
     return sorted({name for fields in core_types().values() for name in fields} | {"runner", "leader", "worker",
-                                                                                 "size", "name", "image"})
+                                                                                   "size", "name", "image"})
 
 
 def junk(depth: int = 0) -> st.SearchStrategy[Any]:
@@ -104,7 +104,7 @@ def isvc_spec() -> st.SearchStrategy[Obj]:
     props = schema["properties"]
     component = st.deferred(lambda: from_schema(props["engine"], 1))
     rest = {k: from_schema(v, 1) for k, v in props.items() if k not in c.COMPONENTS and k in ("rollout",
-                                                                                                "deploymentMode")}
+                                                                                              "deploymentMode")}
     return st.fixed_dictionaries({"engine": component}, optional={
         "decoder": component, "router": st.deferred(lambda: from_schema(props["router"], 1)), **rest})
 
@@ -118,8 +118,8 @@ def runtime_spec() -> st.SearchStrategy[Obj]:
 def plan_everything(isvc: Obj, runtime: Obj | None) -> None:
     """Judging, rendering and planning, as the webhook and the three controllers run them."""
     config = ControllerConfig()
-    validate_inference_service(isvc, Context(runtime_name="rt" if runtime is not None else None,
-                                             runtime_raw=runtime, config=config))
+    validate_inference_service(isvc, Admission(runtime_name="rt" if runtime is not None else None,
+                                               runtime_raw=runtime, config=config))
     migration_errors(isvc, {})
     defaulting_patch(isvc)
     try:

@@ -36,7 +36,7 @@ class Findings:
 
 
 @attrs.frozen
-class Context:
+class Admission:
     """What admission knows besides the object: the runtime and model it names, when they exist."""
 
     runtime_name: str | None = None
@@ -91,9 +91,9 @@ def _containers_text(merged: JSONDict) -> str:
     return "\n".join(parts)
 
 
-def validate_inference_service(obj: JSONDict, ctx: Context | None = None, old: JSONDict | None = None) -> Findings:
+def validate_inference_service(obj: JSONDict, ctx: Admission | None = None, old: JSONDict | None = None) -> Findings:
     """`old`: the stored object on an update, for the checks of an edit."""
-    ctx = ctx or Context()
+    ctx = ctx or Admission()
     errors: list[str] = []
     warnings: list[str] = []
     name = str((obj.get("metadata") or {}).get("name") or "")

@@ -34,8 +34,7 @@ from omenative.api import migration_request, naming
 from omenative.api.config import ControllerConfig
 from omenative.api.modes import declared_components
 from omenative.api.types import BaseModelSpec, ServingRuntimeSpec
-from omenative.api.validation import Context as Admission
-from omenative.api.validation import validate_inference_service
+from omenative.api.validation import Admission, validate_inference_service
 from omenative.kube import metrics
 from omenative.kube.apply import FIELD_MANAGER
 from omenative.kube.client import ApiError, KubeClient

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from omenative.api.config import ControllerConfig
 from omenative.api.defaults import default_component
 from omenative.api.merge import merge_component
-from omenative.api.validation import Context, validate_inference_service
+from omenative.api.validation import Admission, validate_inference_service
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 40), st.text(max_size=12),
                     st.sampled_from(["25%", "0%", "1", "30m", "1h30m", "bad", "AllPodReady", "None"]))
@@ -62,7 +62,7 @@ names = st.one_of(st.text(alphabet="abcdefghij-0123456789", min_size=1, max_size
 @given(name=names, spec=specs, runtime=st.fixed_dictionaries({}, optional={
     "engineConfig": component, "decoderConfig": component, "routerConfig": component}))
 def test_validation_only_ever_reports_findings(name: str, spec: dict[str, Any], runtime: dict[str, Any]) -> None:
-    findings = validate_inference_service({"metadata": {"name": name}, "spec": spec}, Context(runtime_raw=runtime))
+    findings = validate_inference_service({"metadata": {"name": name}, "spec": spec}, Admission(runtime_raw=runtime))
     assert all(isinstance(e, str) and e for e in findings.errors)
     assert all(isinstance(w, str) and w for w in findings.warnings)
 

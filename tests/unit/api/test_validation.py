@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from omenative.api.types import BaseModelSpec, ServingRuntimeSpec
-from omenative.api.validation import Context, validate_inference_service
+from omenative.api.validation import Admission, validate_inference_service
 from tests.support.catalog import MULTI_NODE_SEED, PD_SEED, load, seed_yaml_blocks
 
 
@@ -19,14 +19,14 @@ def multi_node() -> tuple[dict[str, Any], dict[str, Any]]:
 
 def test_the_multi_node_seed_is_admitted_without_warnings() -> None:
     runtime, isvc = multi_node()
-    findings = validate_inference_service(isvc, Context(runtime_raw=runtime["spec"]))
+    findings = validate_inference_service(isvc, Admission(runtime_raw=runtime["spec"]))
     assert findings.errors == ()
     assert findings.warnings == ()
 
 
 def test_the_lifecycle_version_of_the_seed_is_admitted() -> None:
     runtime, _, isvc = seed_yaml_blocks(MULTI_NODE_SEED)
-    assert validate_inference_service(isvc, Context(runtime_raw=runtime["spec"])).allowed
+    assert validate_inference_service(isvc, Admission(runtime_raw=runtime["spec"])).allowed
 
 
 @pytest.mark.parametrize("only", ["leader", "worker"])
@@ -34,7 +34,7 @@ def test_an_engine_with_only_a_leader_or_only_a_worker_is_rejected(only: str) ->
     runtime, isvc = multi_node()
     other = "worker" if only == "leader" else "leader"
     del isvc["spec"]["engine"][other]
-    findings = validate_inference_service(isvc, Context(runtime_raw=runtime["spec"]))
+    findings = validate_inference_service(isvc, Admission(runtime_raw=runtime["spec"]))
     assert findings.errors == (
         f"engine declares {only} without {other}: a multi-node engine needs both leader and worker "
         "(leader: {} and worker: {} keep the runtime's settings)",)
@@ -67,29 +67,29 @@ def test_bad_input_is_rejected_with_a_reason(mutate: Any, expected: str) -> None
     mutate(isvc["spec"])
     if isvc["spec"].get("engine") is None:
         isvc["spec"].pop("engine")
-    assert expected in validate_inference_service(isvc, Context(runtime_raw=runtime["spec"])).errors
+    assert expected in validate_inference_service(isvc, Admission(runtime_raw=runtime["spec"])).errors
 
 
 def test_a_runtime_worker_size_of_zero_is_rejected_unless_the_inferenceservice_sets_one() -> None:
     runtime, isvc = multi_node()
     runtime["spec"]["engineConfig"]["worker"]["size"] = 0
     isvc["spec"]["engine"]["worker"].pop("size", None)
-    assert validate_inference_service(isvc, Context(runtime_raw=runtime["spec"])).errors == (
+    assert validate_inference_service(isvc, Admission(runtime_raw=runtime["spec"])).errors == (
         "engine.worker.size from the runtime's engineConfig.worker.size must be at least 1, got 0: set "
         "engine.worker.size in the InferenceService",)
     isvc["spec"]["engine"]["worker"]["size"] = 2
-    assert validate_inference_service(isvc, Context(runtime_raw=runtime["spec"])).errors == ()
+    assert validate_inference_service(isvc, Admission(runtime_raw=runtime["spec"])).errors == ()
 
 
 def test_a_name_too_long_for_pod_hostnames_is_rejected_with_the_limit() -> None:
     runtime, isvc = multi_node()
     isvc = copy.deepcopy(isvc)
     isvc["metadata"]["name"] = "q" * 46
-    errors = validate_inference_service(isvc, Context(runtime_raw=runtime["spec"])).errors
+    errors = validate_inference_service(isvc, Admission(runtime_raw=runtime["spec"])).errors
     assert len(errors) == 1
     assert "over the 63 a pod hostname or Service name allows; use at most 45 characters" in errors[0]
     isvc["metadata"]["name"] = "q" * 45
-    assert validate_inference_service(isvc, Context(runtime_raw=runtime["spec"])).allowed
+    assert validate_inference_service(isvc, Admission(runtime_raw=runtime["spec"])).allowed
 
 
 def test_engine_and_decoder_modes_must_agree_when_one_is_omenative() -> None:
@@ -103,13 +103,13 @@ def test_engine_and_decoder_modes_must_agree_when_one_is_omenative() -> None:
 def test_warnings_for_lws_variables_host_network_dns_and_deployment_strategy() -> None:
     runtime = load("runtimes/srt/deepseek-rdma-rt.yaml")
     isvc = {"metadata": {"name": "ds"}, "spec": {"engine": {"leader": {}, "worker": {}, "deploymentStrategy": {}},
-                                                  "router": {}}}
-    warnings = validate_inference_service(isvc, Context(runtime_raw=runtime["spec"])).warnings
+                                                 "router": {}}}
+    warnings = validate_inference_service(isvc, Admission(runtime_raw=runtime["spec"])).warnings
     assert any("LWS_LEADER_ADDRESS" in w and "OME_LEADER_ADDRESS" in w for w in warnings)
     assert any(w.startswith("engine.deploymentStrategy is set but deploymentMode is \"OMENative\"") for w in warnings)
     broken = copy.deepcopy(runtime)
     broken["spec"]["engineConfig"]["leader"].pop("dnsPolicy")
-    warnings = validate_inference_service(isvc, Context(runtime_raw=broken["spec"])).warnings
+    warnings = validate_inference_service(isvc, Admission(runtime_raw=broken["spec"])).warnings
     assert any("engine.leader runs with hostNetwork: true but dnsPolicy is not ClusterFirstWithHostNet" in w
                for w in warnings)
 
@@ -121,7 +121,7 @@ def test_the_prefill_decode_seed_is_admitted_with_the_seed_warning() -> None:
         "modelFormat": {"name": "safetensors", "version": "1.0.0"},
         "modelFramework": {"name": "transformers", "version": "4.45.0.dev0"},
         "modelArchitecture": "LlamaForCausalLM", "modelParameterSize": "1.24B"})
-    findings = validate_inference_service(isvc, Context(
+    findings = validate_inference_service(isvc, Admission(
         runtime_name="srt-llama-3-2-1b-instruct-pd", runtime=ServingRuntimeSpec.from_dict(runtime["spec"]),
         runtime_raw=runtime["spec"], model_name="llama-3-2-1b-instruct", model=model))
     assert findings.errors == ()

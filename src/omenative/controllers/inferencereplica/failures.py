@@ -19,13 +19,13 @@ from omenative.controllers.inferencereplica.model import (
     REFUSED_WAITS,
     UNSCHEDULABLE,
 )
-from omenative.controllers.inferencereplica.planner import Planner, new_failure
+from omenative.controllers.inferencereplica.planner import ReplicaPlanner, new_failure
 from omenative.controllers.inferencereplica.retry import counts
 from omenative.observe.pods import PodFacts
 from omenative.observe.refusals import QUOTA_EXCEEDED
 
 
-def restart_cause(planner: Planner, row: InstanceStatus, facts: InstanceFacts) -> tuple[str, LastFailure] | None:
+def restart_cause(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceFacts) -> tuple[str, LastFailure] | None:
     """Why a Ready Instance must be recreated under RecreateInstanceOnPodRestart, if it must."""
     now = planner.view.now
     for pod in facts.ended:
@@ -47,7 +47,7 @@ def restart_cause(planner: Planner, row: InstanceStatus, facts: InstanceFacts) -
     return None
 
 
-def wedged(planner: Planner, facts: InstanceFacts) -> tuple[str, LastFailure] | None:
+def wedged(planner: ReplicaPlanner, facts: InstanceFacts) -> tuple[str, LastFailure] | None:
     """A pod stuck waiting (CrashLoopBackOff, ImagePullBackOff, ...) longer than the stuck-pod grace: the
     message and the failure to record."""
     grace = optional_duration(planner.view.config.stuck_pod_grace_period)
@@ -65,7 +65,7 @@ def wedged(planner: Planner, facts: InstanceFacts) -> tuple[str, LastFailure] | 
     return None
 
 
-def unschedulable(planner: Planner, facts: InstanceFacts) -> PodFacts | None:
+def unschedulable(planner: ReplicaPlanner, facts: InstanceFacts) -> PodFacts | None:
     grace = optional_duration(planner.view.config.unschedulable_grace_period)
     for pod in facts.pods:
         if pod.unschedulable_since is None:
@@ -77,7 +77,7 @@ def unschedulable(planner: Planner, facts: InstanceFacts) -> PodFacts | None:
     return None
 
 
-def fail(planner: Planner, row: InstanceStatus, failure: LastFailure, message: str) -> InstanceStatus:
+def fail(planner: ReplicaPlanner, row: InstanceStatus, failure: LastFailure, message: str) -> InstanceStatus:
     planner.event("Warning", "InstanceFailed", f"{planner.prefix(row)} failed: {message}")
     if counts(failure.reason) and row.target_revision:
         planner.blocks.record_failure(planner.view.revision_name(row.target_revision), failure.reason or "")
@@ -89,14 +89,15 @@ def fail(planner: Planner, row: InstanceStatus, failure: LastFailure, message: s
                                               last_transition_time=format_time(planner.view.now))])
 
 
-def stop_clock(planner: Planner, row: InstanceStatus, op: InstanceOperation, waiting: str) -> InstanceStatus | None:
+def stop_clock(planner: ReplicaPlanner, row: InstanceStatus, op: InstanceOperation,
+               waiting: str) -> InstanceStatus | None:
     """The operation waits on `waiting` with no deadline (None when it already does)."""
     if op.waiting == waiting and op.deadline is None:
         return None
     return attrs.evolve(row, operation=attrs.evolve(op, waiting=waiting, deadline=None))
 
 
-def wait_refused(planner: Planner, row: InstanceStatus, op: InstanceOperation, waiting: str,
+def wait_refused(planner: ReplicaPlanner, row: InstanceStatus, op: InstanceOperation, waiting: str,
                  refused_at: str) -> InstanceStatus | None:
     """The API server refuses the operation's pods for a cause that clears by itself: the clock stops, and the
     row records when the last refusal came (None when it already says so)."""
@@ -107,7 +108,7 @@ def wait_refused(planner: Planner, row: InstanceStatus, op: InstanceOperation, w
                                                     capacity_refused_at=capacity))
 
 
-def restart_clock(planner: Planner, row: InstanceStatus, op: InstanceOperation) -> InstanceStatus:
+def restart_clock(planner: ReplicaPlanner, row: InstanceStatus, op: InstanceOperation) -> InstanceStatus:
     """The wait is over: the operation gets a full readiness window again."""
     timeout = planner.view.ready_timeout
     return attrs.evolve(row, operation=attrs.evolve(
@@ -115,7 +116,7 @@ def restart_clock(planner: Planner, row: InstanceStatus, op: InstanceOperation) 
         deadline=format_time(planner.view.now + timeout) if timeout else None))
 
 
-def check_failure(planner: Planner, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus | None:
+def check_failure(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus | None:
     """Fails an Instance that is being created, restarted or updated when it cannot finish. While the scheduler
     cannot place a pod, the operation waits with its clock stopped (`waiting: Unschedulable`, no deadline);
     when the hold ends it gets a full window again. Returns the changed row, or None."""

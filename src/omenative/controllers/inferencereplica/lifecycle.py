@@ -16,11 +16,11 @@ from omenative.api.units import format_duration
 from omenative.controllers.inferencereplica import failures, requests
 from omenative.controllers.inferencereplica.facts import InstanceFacts
 from omenative.controllers.inferencereplica.model import RETRY_MAX_SECONDS
-from omenative.controllers.inferencereplica.planner import Planner, budget_of, new_operation
+from omenative.controllers.inferencereplica.planner import ReplicaPlanner, budget_of, new_operation
 from omenative.controllers.inferencereplica.retry import HELD, counts
 
 
-def settled(planner: Planner, facts: InstanceFacts) -> bool:
+def settled(planner: ReplicaPlanner, facts: InstanceFacts) -> bool:
     """Every pod serves and has been Ready for minReadySeconds (the Instance may turn Ready)."""
     view = planner.view
     if not facts.serving():
@@ -32,7 +32,7 @@ def settled(planner: Planner, facts: InstanceFacts) -> bool:
     return False
 
 
-def ready(planner: Planner, row: InstanceStatus, facts: InstanceFacts, *, restarted: bool) -> InstanceStatus:
+def ready(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceFacts, *, restarted: bool) -> InstanceStatus:
     baseline = {p.name: r.restarts for p in facts.pods if (r := p.main_restarts()) is not None}
     if restarted:
         planner.event("Normal", "RestartCompleted",
@@ -44,7 +44,7 @@ def ready(planner: Planner, row: InstanceStatus, facts: InstanceFacts, *, restar
                         running_revision=row.target_revision, announced=announced, admitted=None)
 
 
-def restart(planner: Planner, row: InstanceStatus, message: str, failure: LastFailure) -> InstanceStatus:
+def restart(planner: ReplicaPlanner, row: InstanceStatus, message: str, failure: LastFailure) -> InstanceStatus:
     incarnation = (row.incarnation or 1) + 1
     planner.event("Warning", "RestartTriggered",
                   f"{planner.prefix(row)} restart triggered: {message} (incarnation={incarnation})")
@@ -55,7 +55,7 @@ def restart(planner: Planner, row: InstanceStatus, message: str, failure: LastFa
                                                                 message))
 
 
-def repair_budget_left(planner: Planner) -> tuple[bool, str]:
+def repair_budget_left(planner: ReplicaPlanner) -> tuple[bool, str]:
     budget = budget_of(planner.view.max_unavailable, max(planner.view.replicas, 1))
     if budget is None or planner.out_of_service < budget:
         return True, ""
@@ -63,7 +63,7 @@ def repair_budget_left(planner: Planner) -> tuple[bool, str]:
                    f"(would become {planner.out_of_service + 1})")
 
 
-def step_ready(planner: Planner, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus:
+def step_ready(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus:
     view, now = planner.view, planner.view.now
     stuck = failures.wedged(planner, facts)  # asked even when another cause wins: it also schedules the next look
     if view.freeze:
@@ -91,7 +91,7 @@ def step_ready(planner: Planner, row: InstanceStatus, facts: InstanceFacts) -> I
     return row
 
 
-def rebuild(planner: Planner, row: InstanceStatus, reason: str) -> InstanceStatus | None:
+def rebuild(planner: ReplicaPlanner, row: InstanceStatus, reason: str) -> InstanceStatus | None:
     """Starts a Failed Instance over on the update revision when its retry block allows; None while it waits."""
     view = planner.view
     revision = view.update_revision
@@ -113,7 +113,7 @@ def rebuild(planner: Planner, row: InstanceStatus, reason: str) -> InstanceStatu
                                                 reason, retries))
 
 
-def step_failed(planner: Planner, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus:
+def step_failed(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus:
     view, now = planner.view, planner.view.now
     if settled(planner, facts):
         return ready(planner, row, facts, restarted=False)
@@ -138,7 +138,7 @@ def step_failed(planner: Planner, row: InstanceStatus, facts: InstanceFacts) -> 
     return rebuild(planner, row, "retry after failure") or row
 
 
-def step(planner: Planner, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus:
+def step(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus:
     view, now = planner.view, planner.view.now
     phase = row.phase
     if phase == DELETING:
@@ -170,7 +170,7 @@ def step(planner: Planner, row: InstanceStatus, facts: InstanceFacts) -> Instanc
     return row
 
 
-def check_drain(planner: Planner, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus:
+def check_drain(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus:
     """A Deleting Instance past its drain deadline raises DrainOverdue once; the drain goes on."""
     deadline = parse_time(row.operation.deadline) if row.operation else None
     if deadline is None:

@@ -55,7 +55,7 @@ class Caps:
         return self.max_per_window is not None and self.window is not None and self.max_in_flight is not None
 
 
-class Planner(Protocol):
+class PlannerOps(Protocol):
     """What the InferenceReplica planner lends: its view, events, wake-ups and drains."""
 
     view: Any
@@ -99,7 +99,7 @@ def audit_entry(record: MigrationStatus, component: str, now: float, revision: s
 class Migrations:
     """One pass over a replica's migration records, changing `rows` in place."""
 
-    planner: Planner
+    planner: PlannerOps
     records: list[MigrationStatus]
     requests: list[tuple[str, str]]  # (annotation key, value) forwarded onto the InferenceReplica
     mode: str
@@ -168,7 +168,7 @@ class Migrations:
     # -- progress
     def step(self, rows: dict[int, InstanceStatus], taken: set[int]) -> None:
         order = sorted(range(len(self.records)), key=lambda i: (self.records[i].started_at or "",
-                                                                 self.records[i].request_uuid or ""))
+                                                                self.records[i].request_uuid or ""))
         running = any(r.phase in (SURGE_PENDING, SURGE_READY, DRAINING) for r in self.records)
         for i in order:
             record = self.records[i]
@@ -298,7 +298,7 @@ class Migrations:
         if record.phase == SURGE_READY:
             if view.paused:
                 return self.wait(record, f"surge instance={surge.index} ready and serving; draining waits for the "
-                                         "rollout's resume")
+                                 "rollout's resume")
             if source is not None and source.phase != DELETING:
                 rows[source.index or 0] = self.planner.delete(source, f"migrated to instance {surge.index}")
             return attrs.evolve(record, phase=DRAINING, message=f"draining instance {record.source_instance}")

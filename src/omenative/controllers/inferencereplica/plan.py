@@ -33,7 +33,7 @@ from omenative.api.types import InstanceStatus
 from omenative.controllers.inferencereplica import lifecycle, migration, requests, scale, status, updates
 from omenative.controllers.inferencereplica.facts import instance_facts
 from omenative.controllers.inferencereplica.model import ALL_POD_READY, ReplicaPlan, ReplicaView
-from omenative.controllers.inferencereplica.planner import Planner
+from omenative.controllers.inferencereplica.planner import ReplicaPlanner
 from omenative.controllers.inferencereplica.retry import RetryBlocks
 
 __all__ = ["ALL_POD_READY", "RECREATE", "ReplicaPlan", "ReplicaView", "format_time", "plan"]
@@ -43,7 +43,7 @@ def plan(view: ReplicaView) -> ReplicaPlan:
     # A block is kept only while its revision is the one being rolled out: a new revision replaces a held one.
     blocks = RetryBlocks.of(view.retry_blocks, view.retry_policy, view.now,
                             {view.revision_name(view.update_revision)})
-    planner = Planner(view, blocks)
+    planner = ReplicaPlanner(view, blocks)
     planner.surges = {r.surge_instance for r in migration_request.active(view.migrations)
                       if r.surge_instance is not None}
     rows = {r.index: r for r in view.rows if r.index is not None}
@@ -83,7 +83,7 @@ def plan(view: ReplicaView) -> ReplicaPlan:
                        migrations=records, audit=moves.audit)
 
 
-def step_instances(planner: Planner, rows: dict[int, InstanceStatus]) -> dict[int, InstanceStatus]:
+def step_instances(planner: ReplicaPlanner, rows: dict[int, InstanceStatus]) -> dict[int, InstanceStatus]:
     """Every Instance's lifecycle for this pass; a drained Instance whose pods are gone leaves. Instances already out
     of service count against the repair budget."""
     view = planner.view

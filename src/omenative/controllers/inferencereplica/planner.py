@@ -19,7 +19,7 @@ from omenative.observe.pods import PodFacts
 
 
 @attrs.define
-class Planner:
+class ReplicaPlanner:
     view: ReplicaView
     blocks: RetryBlocks
     events: list[Event] = attrs.field(factory=list)

@@ -15,7 +15,7 @@ from omenative.api.events import Event
 from omenative.api.phases import FAILED
 from omenative.api.types import InstanceStatus
 from omenative.controllers.inferencereplica.facts import instance_facts
-from omenative.controllers.inferencereplica.planner import Planner
+from omenative.controllers.inferencereplica.planner import ReplicaPlanner
 from omenative.controllers.inferencereplica.retry import RetryBlocks
 
 RESET_ANNOTATION = c.ANN_RESET_INSTANCES
@@ -107,7 +107,7 @@ def release(blocks: RetryBlocks, value: str, revision_names: list[str], who: str
         f"{who}: Held retryBlock for revision {name} removed at operator request ({RELEASE_ANNOTATION} annotation)"))
 
 
-def answer(planner: Planner, rows: dict[int, InstanceStatus]) -> tuple[str, ...]:
+def answer(planner: ReplicaPlanner, rows: dict[int, InstanceStatus]) -> tuple[str, ...]:
     """Answers the operators' requests of this pass (each once); returns the annotations to remove."""
     view = planner.view
     answered: list[str] = []

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from omenative.api.phases import CREATING, DELETING, MIGRATING, READY, UPDATING
 from omenative.api.types import InstanceStatus
-from omenative.controllers.inferencereplica.planner import Planner, lowest_free, new_operation
+from omenative.controllers.inferencereplica.planner import ReplicaPlanner, lowest_free, new_operation
 
 SLOW_START_INITIAL = 16
 
 
-def adopt(planner: Planner, rows: dict[int, InstanceStatus]) -> None:
+def adopt(planner: ReplicaPlanner, rows: dict[int, InstanceStatus]) -> None:
     """Instances whose pods exist without a row (a status write that was lost) get their row back, on the revision
     and incarnation their pods show."""
     view = planner.view
@@ -27,7 +27,7 @@ def adopt(planner: Planner, rows: dict[int, InstanceStatus]) -> None:
                                                                  "adopted existing pods"))
 
 
-def scale(planner: Planner, rows: dict[int, InstanceStatus], taken: set[int], moving: set[int]) -> None:
+def scale(planner: ReplicaPlanner, rows: dict[int, InstanceStatus], taken: set[int], moving: set[int]) -> None:
     """Scales to the desired number of Instances (none while the replica itself is being deleted), changing `rows`
     in place. A surge's replacement stands in for its source, so the pair counts once; a migration's surge is not
     counted either."""

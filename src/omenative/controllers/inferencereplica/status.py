@@ -15,7 +15,7 @@ from omenative.api.types import Condition, InstanceStatus, RolloutHold
 from omenative.api.units import format_duration
 from omenative.controllers.inferencereplica.facts import instance_facts
 from omenative.controllers.inferencereplica.model import Counts, ReplicaView
-from omenative.controllers.inferencereplica.planner import Planner
+from omenative.controllers.inferencereplica.planner import ReplicaPlanner
 from omenative.controllers.inferencereplica.retry import RetryBlocks
 
 
@@ -62,12 +62,12 @@ def ready_condition(view: ReplicaView, rows: list[InstanceStatus], counts_: Coun
         # The rollout group holds these on the prior revision (a canary step), and every other one has moved.
         return Condition(type="Ready", status="True", reason="Staged",
                          message=f"Staged at partition {view.partition}: {counts_.updated}/{len(live)} Instances on "
-                         f"{view.revision_name(view.update_revision)}, {len(held)} held on the prior "
-                         "revision", last_transition_time=now)
+                                 f"{view.revision_name(view.update_revision)}, {len(held)} held on the prior "
+                                 "revision", last_transition_time=now)
     if any(r.phase == UPDATING or (r.running_revision and r.running_revision != view.update_revision) for r in live):
         return Condition(type="Ready", status="Unknown", reason="RolloutInProgress",
                          message=f"Rolling out {view.revision_name(view.update_revision)} ({counts_.updated}/"
-                         f"{len(live)} Instances on target)", last_transition_time=now)
+                                 f"{len(live)} Instances on target)", last_transition_time=now)
     status, reason, message = replica_ready(Serving(
         desired=view.replicas, total=len(live), ready=counts_.ready, serving=counts_.serving,
         max_unavailable=view.max_unavailable, established=view.was_ready))
@@ -98,7 +98,7 @@ def conditions(view: ReplicaView, rows: list[InstanceStatus], counts_: Counts,
     if overdue:
         out.append(Condition(type="DrainOverdue", status="True", reason="DrainsOverdue",
                              message=f"Instance(s) {', '.join(str(r.index) for r in overdue)} still draining past "
-                             "their deadline", last_transition_time=now))
+                                     "their deadline", last_transition_time=now))
     else:
         out.append(Condition(type="DrainOverdue", status="False", reason="DrainsWithinDeadline",
                              message="every drain is within its deadline", last_transition_time=now))
@@ -118,8 +118,8 @@ def conditions(view: ReplicaView, rows: list[InstanceStatus], counts_: Counts,
     else:
         out.append(Condition(type="MigrationPolicyUnconfigured", status="True", reason="MigrationCapacityUnconfigured",
                              message="migration requests wait in Accepted until the controller's migration caps "
-                             "(audit.maxMigrationsPerWindow, audit.window, audit.maxInFlightMigrations) are "
-                             "set", last_transition_time=now))
+                                     "(audit.maxMigrationsPerWindow, audit.window, audit.maxInFlightMigrations) are "
+                                     "set", last_transition_time=now))
     by_index = {row.index: row for row in rows} if view.refusals else {}
     refused = sorted((index, r) for index, r in view.refusals.items()
                      if (row := by_index.get(index)) is not None and (row.incarnation or 1) == r.incarnation
@@ -139,7 +139,7 @@ def conditions(view: ReplicaView, rows: list[InstanceStatus], counts_: Counts,
         out.append(Condition(type="InstanceReadyTimeoutUnconfigured", status="True",
                              reason="InstanceReadyTimeoutUnconfigured",
                              message="no instanceReadyTimeout is set: an Instance that never becomes ready waits "
-                             "instead of failing", last_transition_time=now))
+                                     "instead of failing", last_transition_time=now))
     else:
         out.append(Condition(type="InstanceReadyTimeoutUnconfigured", status="False",
                              reason="InstanceReadyTimeoutConfigured",
@@ -148,7 +148,7 @@ def conditions(view: ReplicaView, rows: list[InstanceStatus], counts_: Counts,
     return out
 
 
-def rollout_hold(view: ReplicaView, planner: Planner) -> RolloutHold | None:
+def rollout_hold(view: ReplicaView, planner: ReplicaPlanner) -> RolloutHold | None:
     if planner.hold is None or planner.advanced:
         return None
     gate, reason = planner.hold

@@ -15,12 +15,18 @@ from omenative.api.times import format_time, parse_time
 from omenative.api.types import InstanceStatus
 from omenative.controllers.inferencereplica.facts import instance_facts
 from omenative.controllers.inferencereplica.model import SOURCE_UNROUTED
-from omenative.controllers.inferencereplica.planner import Planner, budget_of, lowest_free, new_failure, new_operation
+from omenative.controllers.inferencereplica.planner import (
+    ReplicaPlanner,
+    budget_of,
+    lowest_free,
+    new_failure,
+    new_operation,
+)
 from omenative.controllers.inferencereplica.retry import HELD, counts
 from omenative.observe.pods import PodFacts
 
 
-def settle_surges(planner: Planner, rows: dict[int, InstanceStatus]) -> None:
+def settle_surges(planner: ReplicaPlanner, rows: dict[int, InstanceStatus]) -> None:
     """A surge source is drained once its replacement is Ready (which waits out minReadySeconds); if the
     replacement fails, the surge is abandoned: the replacement goes and the source keeps serving its revision."""
     now = planner.view.now
@@ -38,7 +44,7 @@ def settle_surges(planner: Planner, rows: dict[int, InstanceStatus]) -> None:
             continue  # paused: old and new pods run side by side until the resume
         if target is not None and target.phase == READY:
             planner.event("Normal", "InstanceReplaced", f"{planner.prefix(source)} replaced by instance="
-                          f"{target.index} (revision={target.target_revision})")
+                                                        f"{target.index} (revision={target.target_revision})")
             rows[index] = planner.delete(source, f"replaced by instance {target.index}")
         elif target is not None and target.phase != DELETING and not planner.view.paused and \
                 (target.target_revision or "") != planner.view.update_revision:
@@ -62,7 +68,7 @@ def settle_surges(planner: Planner, rows: dict[int, InstanceStatus]) -> None:
                 rows[op.surge_index] = planner.delete(target, "surge abandoned")
 
 
-def surge_failed(planner: Planner, row: InstanceStatus) -> bool:
+def surge_failed(planner: ReplicaPlanner, row: InstanceStatus) -> bool:
     """Whether the row's last failure is that of a surge it abandoned (a pod of its replacement, or no pod at
     all), not one of its own pods failing (a restart it has recovered from, which must not hold its update)."""
     failure = row.last_failure
@@ -72,7 +78,7 @@ def surge_failed(planner: Planner, row: InstanceStatus) -> bool:
     return failure.pod_name is None or not failure.pod_name.startswith(own_pods)
 
 
-def surge_slots_held(planner: Planner, rows: dict[int, InstanceStatus]) -> tuple[int, str]:
+def surge_slots_held(planner: ReplicaPlanner, rows: dict[int, InstanceStatus]) -> tuple[int, str]:
     """Surge slots in use: surges in flight, and pods listed beyond their Instances' own (terminating ones until
     their deletion grace elapses, live ones of another incarnation), in whole Instances. Also names a pod."""
     view, now = planner.view, planner.view.now
@@ -103,7 +109,7 @@ def surge_slots_held(planner: Planner, rows: dict[int, InstanceStatus]) -> tuple
     return in_flight + extra_slots, named
 
 
-def start_updates(planner: Planner, rows: dict[int, InstanceStatus], taken: set[int]) -> None:
+def start_updates(planner: ReplicaPlanner, rows: dict[int, InstanceStatus], taken: set[int]) -> None:
     """Moves outdated Ready Instances to the update revision, paced by the strategy's budget and the revision's
     retry block; what holds it is remembered as the rollout hold."""
     view, now = planner.view, planner.view.now
@@ -154,7 +160,7 @@ def start_updates(planner: Planner, rows: dict[int, InstanceStatus], taken: set[
                     not counts(row.last_failure.reason) and now - failed_at < view.retry_policy.backoff:
                 planner.wake_at(failed_at + view.retry_policy.backoff)  # a surge of it just failed: back off
                 planner.held("RetryBlock", f"the last surge of instance {row.index} failed "
-                             f"({row.last_failure.reason}); retrying after the backoff")
+                                           f"({row.last_failure.reason}); retrying after the backoff")
                 continue
             target = lowest_free(taken)
             taken.add(target)
@@ -175,7 +181,7 @@ def start_updates(planner: Planner, rows: dict[int, InstanceStatus], taken: set[
     room = len(outdated) if budget is None else budget - planner.out_of_service
     if room <= 0:
         planner.held("Budget", f"per-Component unavailability budget {budget} exhausted "
-                     f"(would become {planner.out_of_service + 1})")
+                               f"(would become {planner.out_of_service + 1})")
         return
     for row in outdated[: 1 if one_at_a_time else room]:
         planner.blocks.start_attempt(name)

@@ -20,8 +20,7 @@ from omenative.api.selection import Candidate, no_runtime_message, select_runtim
 from omenative.api.times import format_time
 from omenative.api.types import BaseModelSpec
 from omenative.api.units import optional_duration
-from omenative.api.validation import Context as Admission
-from omenative.api.validation import validate_inference_service
+from omenative.api.validation import Admission, validate_inference_service
 from omenative.controllers import audit as migration_audit
 from omenative.controllers import fleet_metrics
 from omenative.controllers.context import Reads, Writes, current_revision

@@ -13,7 +13,7 @@ from omenative.api.rollout import CANARYING, PAUSED, PROMOTING, primary_of
 from omenative.api.rollout_validation import progression
 from omenative.api.times import format_time, parse_time
 from omenative.controllers.inferenceservice.rollout.model import Inputs, duration, ready_timeout
-from omenative.controllers.inferenceservice.rollout.planner import Planner
+from omenative.controllers.inferenceservice.rollout.planner import RolloutPlanner
 from omenative.controllers.inferenceservice.rollout.state import CanaryState
 from omenative.obj import Obj
 
@@ -120,7 +120,7 @@ def analysis_requests(inputs: Inputs, isvc: str, namespace: str) -> list[Analysi
     return out
 
 
-def judge_step(planner: Planner, index: int, step: Obj, state: CanaryState, ready_at: float,
+def judge_step(planner: RolloutPlanner, index: int, step: Obj, state: CanaryState, ready_at: float,
                canary_spec: Obj) -> str:
     """Judges the sample just taken (if any): `pass` opens the gate (after the step's pause as a bake), `rollback`
     and `failed` end the canary, `wait` holds it until the next sample."""

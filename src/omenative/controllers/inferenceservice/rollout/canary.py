@@ -33,7 +33,7 @@ from omenative.controllers.inferenceservice.rollout.model import (
     duration,
     ready_timeout,
 )
-from omenative.controllers.inferenceservice.rollout.planner import Planner
+from omenative.controllers.inferenceservice.rollout.planner import RolloutPlanner
 from omenative.controllers.inferenceservice.rollout.state import CanaryState
 from omenative.obj import Obj
 
@@ -48,7 +48,7 @@ def canary_count(capacity: Any, desired: int) -> int:
     return max(0, min(count, desired))
 
 
-def plan_canary(planner: Planner, index: int, group: Obj, isvc: str) -> None:
+def plan_canary(planner: RolloutPlanner, index: int, group: Obj, isvc: str) -> None:
     """Plans one canary group for this pass."""
     inputs = planner.inputs
     names = [n for n in (group.get("components") or []) if n in inputs.members]
@@ -69,7 +69,7 @@ def plan_canary(planner: Planner, index: int, group: Obj, isvc: str) -> None:
 
 @attrs.define(kw_only=True)
 class Canary:
-    planner: Planner
+    planner: RolloutPlanner
     index: int
     isvc: str
     names: list[str]
@@ -215,7 +215,7 @@ class Canary:
             if not promoted or self.paused:
                 for member in self.members:
                     planner.hold(member.name, "Canary", f"canary step {step_index + 1}/{len(steps)} holds before "
-                                                        "its higher traffic weight until ome.io/rollout-promote")
+                                 "its higher traffic weight until ome.io/rollout-promote")
                 state.gate = gate_of(step)
                 self.report(PAUSED)
                 return

@@ -1,6 +1,6 @@
 """The non-canary group kinds (OME's rollout-groups.md): blue-green (every component surges at once, a quarter at a
 time), rolling update (each component by its own budget, optionally kept in ratio), and sequence (one group after
-another, with a soak between). Each narrows the members' directives on the pass's `Planner`. Pure."""
+another, with a soak between). Each narrows the members' directives on the pass's `RolloutPlanner`. Pure."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from omenative.controllers.inferenceservice.rollout.model import (
     Member,
     duration,
 )
-from omenative.controllers.inferenceservice.rollout.planner import Planner, entry
+from omenative.controllers.inferenceservice.rollout.planner import RolloutPlanner, entry
 from omenative.obj import Obj
 
 
-def blue_green(planner: Planner, index: int, group: Obj, members: list[Member]) -> Obj:
+def blue_green(planner: RolloutPlanner, index: int, group: Obj, members: list[Member]) -> Obj:
     for member in members:
         if not member.done(member.target):
             planner.set(member.name, max_unavailable=BLUE_GREEN_BUDGET)
@@ -29,7 +29,7 @@ def blue_green(planner: Planner, index: int, group: Obj, members: list[Member]) 
     return planner.coordination_entry(index, group, "BlueGreen", members)
 
 
-def pairing(planner: Planner, members: list[Member]) -> None:
+def pairing(planner: RolloutPlanner, members: list[Member]) -> None:
     """While the engine-decoder token changes, the last Instance of a side on the old token waits until the other
     side has one on the new token ready, so one pair of the same token always serves. A side of one Instance cannot
     keep one back (it would never move): it is exempt."""
@@ -51,7 +51,7 @@ def pairing(planner: Planner, members: list[Member]) -> None:
                 f"until a {peer.name} Instance on {peer.pairing or '(none)'} is ready"))
 
 
-def rolling_update(planner: Planner, index: int, group: Obj, members: list[Member]) -> Obj:
+def rolling_update(planner: RolloutPlanner, index: int, group: Obj, members: list[Member]) -> Obj:
     spec = group.get("rollingUpdate") or {}
     for member in members:
         budget = spec.get("maxSurge") if member.strategy == SURGE_THEN_DRAIN else spec.get("maxUnavailable")
@@ -67,7 +67,7 @@ def rolling_update(planner: Planner, index: int, group: Obj, members: list[Membe
     return planner.coordination_entry(index, group, "RollingUpdate", members, observed_ratio=observed)
 
 
-def maintain_ratio(planner: Planner, members: list[Member], tolerance: int) -> Obj:
+def maintain_ratio(planner: RolloutPlanner, members: list[Member], tolerance: int) -> Obj:
     """Holds a component once it would run more than `tolerance` percent further through its rollout than the
     slowest other: its Instances on the new revision stay within floor((slowest + tolerance) x desired). When every
     component is held so (a tolerance too tight for the counts), the one furthest behind moves one."""
@@ -93,7 +93,7 @@ def maintain_ratio(planner: Planner, members: list[Member], tolerance: int) -> O
             "progress": [{"component": m.name, "updated": m.on(m.target), "desired": m.desired} for m in members]}
 
 
-def sequence(planner: Planner, groups: list[tuple[int, Obj]]) -> None:
+def sequence(planner: RolloutPlanner, groups: list[tuple[int, Obj]]) -> None:
     """Rolls the groups out one at a time, in list order, skipping a component the change leaves alone; each waits
     out the longest soak of any group but the last after the one before it finished."""
     soak = max((duration(g.get("soak")) or 0.0 for _, g in groups[:-1]), default=0.0)
@@ -118,7 +118,7 @@ def sequence(planner: Planner, groups: list[tuple[int, Obj]]) -> None:
         if previous is not None and finished is not None and soak > 0 and now < finished + soak:
             planner.set(name, partition=member.desired)
             planner.hold(name, "Sequential", f"Sequential.Soak: {name} waiting out the {format_duration(soak)} "
-                                             f"soak after {previous}")
+                         f"soak after {previous}")
             planner.wake_at(finished + soak)
             phase, current = "Waiting", name
             continue

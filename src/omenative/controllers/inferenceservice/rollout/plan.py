@@ -16,7 +16,7 @@ from omenative.controllers.inferenceservice.rollout import groups as kinds
 from omenative.controllers.inferenceservice.rollout import runs
 from omenative.controllers.inferenceservice.rollout.canary import plan_canary
 from omenative.controllers.inferenceservice.rollout.model import PAUSED_ANNOTATION, Directive, Inputs, Outcome
-from omenative.controllers.inferenceservice.rollout.planner import Planner
+from omenative.controllers.inferenceservice.rollout.planner import RolloutPlanner
 from omenative.obj import Obj
 
 Condition = tuple[str, bool, str, str]  # (type, status, reason, message)
@@ -31,7 +31,7 @@ def plan(inputs: Inputs, isvc: str) -> Outcome:
         run = runs.repin(inputs, run, repin_events, repin_consumed)
     groups = [entry.get("group") or {} for entry in ((run or {}).get("plan") or {}).get("groups") or []] \
         if run is not None else list(inputs.groups)
-    planner = Planner(inputs=inputs, groups=groups, run=run)
+    planner = RolloutPlanner(inputs=inputs, groups=groups, run=run)
     planner.events.extend(repin_events)
     planner.consume.extend(repin_consumed)
     planner.repinned = any(e.reason == "RolloutPlanRepinned" for e in repin_events)
@@ -73,7 +73,7 @@ def current_run(inputs: Inputs, run: Obj | None, last_run: Obj | None) -> tuple[
     return run, last_run
 
 
-def plan_groups(planner: Planner, groups: list[Obj], isvc: str) -> None:
+def plan_groups(planner: RolloutPlanner, groups: list[Obj], isvc: str) -> None:
     """Each group by its kind; when the groups form a sequence, the non-canary ones go one after another."""
     sequence = is_sequence(groups)
     sequenced: list[tuple[int, Obj]] = []
@@ -92,7 +92,7 @@ def plan_groups(planner: Planner, groups: list[Obj], isvc: str) -> None:
         kinds.sequence(planner, sequenced)
 
 
-def hold_back(planner: Planner, held_back: dict[str, Obj]) -> None:
+def hold_back(planner: RolloutPlanner, held_back: dict[str, Obj]) -> None:
     """A component whose target was rejected for want of progress stays on its stable revision until another target
     appears."""
     for name, entry in held_back.items():
@@ -102,7 +102,7 @@ def hold_back(planner: Planner, held_back: dict[str, Obj]) -> None:
                 "deadline; a different revision starts a new rollout")))
 
 
-def record_completion(planner: Planner, run: Obj, last_run: Obj | None) -> tuple[Obj | None, Obj | None]:
+def record_completion(planner: RolloutPlanner, run: Obj, last_run: Obj | None) -> tuple[Obj | None, Obj | None]:
     """Records when each component of the run finished (a sequence's soak counts from it), and closes a finished
     run (Completed) or a rolled-back canary's (RolledBack)."""
     inputs = planner.inputs
@@ -124,7 +124,7 @@ def record_completion(planner: Planner, run: Obj, last_run: Obj | None) -> tuple
     return run, last_run
 
 
-def apply_pause(planner: Planner) -> None:
+def apply_pause(planner: RolloutPlanner) -> None:
     """The pause holds every OMENative component; `freeze` holds its repairs too."""
     inputs = planner.inputs
     if not inputs.paused:
@@ -138,7 +138,7 @@ def apply_pause(planner: Planner) -> None:
             entry["compositePhase"] = "Paused"
 
 
-def rollout_status(planner: Planner, run: Obj | None, last_run: Obj | None, held_back: dict[str, Obj]) -> Obj:
+def rollout_status(planner: RolloutPlanner, run: Obj | None, last_run: Obj | None, held_back: dict[str, Obj]) -> Obj:
     status: Obj = {}
     rollout: Obj = {}
     if run is not None:
@@ -154,7 +154,7 @@ def rollout_status(planner: Planner, run: Obj | None, last_run: Obj | None, held
     return status
 
 
-def new_events(planner: Planner) -> list[Event]:
+def new_events(planner: RolloutPlanner) -> list[Event]:
     """The pass's events, each told once per transition: a group failing again on the next pass is not news."""
     inputs = planner.inputs
     previous_groups = {g.get("name"): g.get("phase") for g in
@@ -186,14 +186,14 @@ def progressing(inputs: Inputs, run: Obj | None, held_back: dict[str, Obj]) -> l
     return [("RolloutProgressing", True, "NoActiveRun", "no rollout is in progress")]
 
 
-def conditions(inputs: Inputs, run: Obj | None, planner: Planner) -> list[Condition]:
+def conditions(inputs: Inputs, run: Obj | None, planner: RolloutPlanner) -> list[Condition]:
     """RolloutPlanReady, RolloutPlanDrift and RolloutCoordinationReady."""
     if not inputs.groups:
         return []
     out: list[Condition] = []
     if run is not None:
         out.append(("RolloutPlanReady", True, "Pinned", f"run {run.get('runID')} is pinned to the plan of "
-                                                          f"{run.get('openedAt')}"))
+                    f"{run.get('openedAt')}"))
         pinned = [g.get("group") for g in (run.get("plan") or {}).get("groups") or []]
         if pinned != list(inputs.groups):
             out.append(("RolloutPlanDrift", True, "SpecNewerThanRun", "spec.rollout changed after the run was "

@@ -15,7 +15,7 @@ from omenative.obj import Obj
 
 
 @attrs.define
-class Planner:
+class RolloutPlanner:
     inputs: Inputs
     groups: list[Obj]
     run: Obj | None

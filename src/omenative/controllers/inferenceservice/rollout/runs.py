@@ -11,7 +11,7 @@ from omenative.api.rollout_validation import progression
 from omenative.api.times import format_time, parse_time
 from omenative.api.units import format_duration
 from omenative.controllers.inferenceservice.rollout.model import REPIN_ANNOTATION, Inputs
-from omenative.controllers.inferenceservice.rollout.planner import Planner
+from omenative.controllers.inferenceservice.rollout.planner import RolloutPlanner
 from omenative.controllers.inferenceservice.rollout.state import CanaryState
 from omenative.obj import Obj
 
@@ -74,14 +74,14 @@ def repin(inputs: Inputs, run: Obj, events: list[Event], consume: list[str]) -> 
         why = "another edit changed the plan's digest" if request not in ("now", plan) else \
             "the live plan does not keep the pinned topology"
         events.append(Event(WARNING, "RolloutRepinRejected", f"run {run.get('runID')}: repin to {request} "
-                                                             f"rejected: {why}; run kubectl ome rollout repin again"))
+                            f"rejected: {why}; run kubectl ome rollout repin again"))
         return run
     events.append(Event(NORMAL, "RolloutPlanRepinned", f"run {run.get('runID')} follows the current plan {plan}"))
     return {**run, "pinnedAt": format_time(inputs.now),
             "plan": {"groups": [{"source": "Inline", "group": g} for g in live]}}
 
 
-def progress(planner: Planner, run: Obj, groups: list[Obj], paused: bool) -> tuple[Obj, list[Obj]]:
+def progress(planner: RolloutPlanner, run: Obj, groups: list[Obj], paused: bool) -> tuple[Obj, list[Obj]]:
     """Tracks the run's progress (each moving non-canary component's Instances on, and ready on, the target); past
     the progress deadline without any, the run's non-canary components are rolled back (returned as rejected)."""
     inputs = planner.inputs
