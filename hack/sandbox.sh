@@ -18,7 +18,8 @@
 #                  `gpu-queue` in the examples' namespaces: label an InferenceService kueue.x-k8s.io/queue-name=gpu-queue
 #
 # The prefill-decode example uses OME's catalog runtime and model, read from $OME_CATALOG (a clone's config/
-# folder; default ../shared/thirdparty/ome/config); without it, only the multi-node example runs.
+# folder; default ../shared/thirdparty/ome/config); without it, the project's own, written from the guide
+# (examples/prefill-decode/).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
@@ -213,20 +214,22 @@ start() {
   kubectl create namespace qwen3-multi-node --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   kubectl apply -f "$repo/examples/multi-node/qwen3-multi-node-isvc.yaml" >&2
 
-  local pd=0
+  local pd=1
+  log "serve a prefill-decode model: llama-3-2-1b-instruct as engine, decoder and router"
   if [[ -f "$catalog/runtimes/srt/meta/llama-3-2-1b-instruct-pd-rt.yaml" ]]; then
-    pd=1
-    log "serve a prefill-decode model: llama-3-2-1b-instruct as engine, decoder and router"
     kubectl apply -f "$catalog/models/meta/Llama-3.2-1B-Instruct.yaml" \
       -f "$catalog/runtimes/srt/meta/llama-3-2-1b-instruct-pd-rt.yaml" >&2
-    "$here/sim/model-agent.sh" llama-3-2-1b-instruct '{"modelFormat":{"name":"safetensors","version":"1.0.0"},
-      "modelFramework":{"name":"transformers","version":"4.45.0.dev0"},"modelArchitecture":"LlamaForCausalLM",
-      "modelParameterSize":"1.24B"}' >&2
-    kubectl create namespace llama-demo --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-    kubectl apply -f "$repo/examples/prefill-decode/llama-pd.yaml" >&2
   else
-    log "skipping the prefill-decode example: no OME catalog at $catalog (set OME_CATALOG)"
+    # No OME catalog beside this clone: the project's own model and runtime, written from the guide.
+    log "no OME catalog at $catalog: using examples/prefill-decode's model and runtime (set OME_CATALOG for OME's)"
+    kubectl apply -f "$repo/examples/prefill-decode/llama-3-2-1b-instruct-model.yaml" \
+      -f "$repo/examples/prefill-decode/srt-llama-3-2-1b-instruct-pd.yaml" >&2
   fi
+  "$here/sim/model-agent.sh" llama-3-2-1b-instruct '{"modelFormat":{"name":"safetensors","version":"1.0.0"},
+    "modelFramework":{"name":"transformers","version":"4.45.0.dev0"},"modelArchitecture":"LlamaForCausalLM",
+    "modelParameterSize":"1.24B"}' >&2
+  kubectl create namespace llama-demo --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl apply -f "$repo/examples/prefill-decode/llama-pd.yaml" >&2
 
   if [[ -n "$kueue" ]]; then
     # A queue to try Kueue with: 8 GPUs for the examples' namespaces; the examples themselves name no queue.
