@@ -69,6 +69,15 @@ def load_config(path: str | None, overrides: dict[str, Any]) -> ControllerConfig
     return ControllerConfig(**values)
 
 
+def revision_history(limit: int | None) -> dict[str, Any]:
+    """--revision-history-limit: unset keeps the configured value, 0 keeps every revision."""
+    if limit is None:
+        return {}
+    if limit < 0:
+        raise SystemExit("omenative: revision-history-limit must be 0 (keep all) or more")
+    return {"revision_history_limit": limit}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="omenative", description="Runs OME InferenceServices on OMENative.")
     parser.add_argument("--version", action="version", version=f"omenative {__version__}")
@@ -109,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--update-retry-attempts", type=int, default=None,
                      help="attempts at a revision that fails for a reason of its own before it is held (0: hold at "
                           "the first failure)")
+    run.add_argument("--revision-history-limit", type=int, default=None,
+                     help="ControllerRevisions each component keeps besides those in use (default 10; 0: keep all)")
     run.add_argument("--migration-max-per-window", type=int, default=None,
                      help="migrations of a component that may start within --migration-window (unset: requests wait)")
     run.add_argument("--migration-max-in-flight", type=int, default=None,
@@ -140,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
                          | {"claim_unmoded": args.claim_unmoded, "update_retry_attempts": args.update_retry_attempts,
                             "canary_analysis_prometheus_address": args.canary_analysis_prometheus_address,
                             "migration_max_per_window": args.migration_max_per_window,
-                            "migration_max_in_flight": args.migration_max_in_flight})
+                            "migration_max_in_flight": args.migration_max_in_flight}
+                         | revision_history(args.revision_history_limit))
     webhook = None
     if args.webhook_bind_address:
         from omenative.webhook.server import WebhookOptions

@@ -89,7 +89,7 @@ def test_pairing_keeps_one_pair_of_the_same_token(engine_new: int, decoder_ready
                member("engine", 2, new=engine_new, **token),
                member("decoder", 2, new=decoder_ready, **token))
     engine = out.directives["engine"]
-    assert engine.partition == engine_partition
+    assert (engine.partition or 0) == engine_partition  # None: the component's own partition, unset
     assert (engine.hold[0] if engine.hold else None) == engine_gate
     if engine_gate:
         assert engine.hold == ("Pairing", "keeping one engine Instance on pairing protocol kv-v1 until a decoder "
@@ -99,7 +99,7 @@ def test_pairing_keeps_one_pair_of_the_same_token(engine_new: int, decoder_ready
 def test_pairing_exempts_a_side_of_one() -> None:
     token = {"pairing": "kv-v2", "stable_pairing": "kv-v1"}
     out = plan([{"components": ["engine", "decoder"]}], member("engine", 1, **token), member("decoder", 1, **token))
-    assert out.directives["engine"].partition == 0 and out.directives["decoder"].partition == 0
+    assert out.directives["engine"].partition is None and out.directives["decoder"].partition is None
 
 
 def test_maintain_ratio_keeps_the_components_within_the_tolerance_to_the_end() -> None:
@@ -124,7 +124,7 @@ def test_maintain_ratio_keeps_the_components_within_the_tolerance_to_the_end() -
             assert directive.max_unavailable == 1
             if directive.hold and directive.hold[0] == "Ratio":
                 ratio_held.add(name)
-            allowed = desired[name] - directive.partition
+            allowed = desired[name] - (directive.partition or 0)
             moved[name] = min(desired[name], moved[name] + 1, max(allowed, moved[name]))
         assert abs(moved["engine"] / 4 - moved["decoder"] / 2) <= 0.25 + 1e-9, moved
     assert moved == desired
@@ -140,7 +140,7 @@ def test_maintain_ratio_with_no_tolerance_still_finishes() -> None:
         out = plan([group], member("engine", 4, new=moved["engine"]), member("decoder", 2, new=moved["decoder"]))
         advanced = False
         for name, total in (("engine", 4), ("decoder", 2)):
-            allowed = total - out.directives.get(name, r.Directive()).partition
+            allowed = total - (out.directives.get(name, r.Directive()).partition or 0)
             if moved[name] < min(allowed, total):
                 moved[name] += 1
                 advanced = True
@@ -472,7 +472,7 @@ def test_a_spec_back_on_the_stable_revision_abandons_the_canary() -> None:
     reverted = r.Member(name="engine", desired=4, target=OLD, stable=OLD,
                         revisions=((NEW, True, False), *((OLD, True, False),) * 3))
     back = plan(CANARY, reverted, previous=carry(gated))
-    assert back.directives.get("engine", r.Directive()).partition == 0
+    assert back.directives.get("engine", r.Directive()).partition is None  # the component's own partition again
     assert back.components["engine"]["rolloutPhase"] == "Stable"
     assert [e[1] for e in back.events] == ["CanaryAbandoned"]
 

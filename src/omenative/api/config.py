@@ -58,5 +58,8 @@ class ControllerConfig:
     migration_max_per_window: int | None = None
     migration_window: str | None = None
     migration_max_in_flight: int | None = None
+    # ControllerRevisions a component keeps besides the ones it uses (OME's lifecycle.revisionHistoryLimit, 10 with
+    # its chart); an InferenceService's ome.io/revision-history-limit wins. None or 0: every revision is kept.
+    revision_history_limit: int | None = 10
     # Also run components that declare no deployment mode at all (they would be RawDeployment).
     claim_unmoded: bool = False

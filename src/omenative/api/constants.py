@@ -76,6 +76,7 @@ ANN_ROLLOUT_ROLLBACK: Final = "ome.io/rollout-rollback"
 ANN_ROLLOUT_READY_TIMEOUT: Final = "ome.io/rollout-ready-timeout"
 ANN_ROLLOUT_REPIN: Final = "ome.io/rollout-repin"
 ANN_RESET_INSTANCES: Final = "ome.io/reset-instances"
+ANN_REVISION_HISTORY_LIMIT: Final = "ome.io/revision-history-limit"
 ANN_RELEASE_HELD_REVISION: Final = "ome.io/release-held-revision"
 
 # Held on an InferenceReplica while its Instances drain and its pods and PodGroups go (OME's teardown finalizer).

@@ -108,3 +108,15 @@ def gang_schedule_timeout(instance_ready_timeout: float | None, config: Controll
     if instance_ready_timeout is None or instance_ready_timeout < low:
         return int(low)
     return int(min(instance_ready_timeout, high))
+
+
+def effective_partition(pacing: JSONDict, rolling: JSONDict) -> int:
+    """How many of the lowest-indexed Instances stay on their revision: the rollout group's `pacing.partition` when
+    it sets one (a canary step, 0 included), else the component's own `rollingUpdate.partition`."""
+    value = pacing.get("partition")
+    if value is None:
+        value = rolling.get("partition")
+    try:
+        return max(int(value or 0), 0)
+    except (TypeError, ValueError):
+        return 0  # admission refuses a non-integer; an older stored object must not crash the pass

@@ -49,3 +49,27 @@ def topology(groups: list[Obj]) -> list[tuple[Any, ...]]:
     """What a repin must keep: per group its progression, components, order, soak and ratio."""
     return [(progression(g), tuple(g.get("components") or []), tuple(g.get("order") or []), g.get("soak"),
              json.dumps(g.get("maintainRatio"), sort_keys=True)) for g in groups]
+
+
+# Where a rollout's status names a revision it may still move Instances to (a canary's sides, a run's targets and
+# the stable revisions a rollback returns to).
+_PINNED_KEYS = frozenset({"revision", "stableRevision", "canaryRevisionHash", "stableRevisionHash"})
+
+
+def pinned_revisions(status: Any) -> set[str]:
+    """Every revision hash the InferenceService's rollout status still refers to: none of these may be pruned."""
+    found: set[str] = set()
+    stack = [status]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in _PINNED_KEYS and isinstance(value, str) and value:
+                    found.add(value)
+                elif key == "stableRevisions" and isinstance(value, dict):
+                    found.update(v for v in value.values() if isinstance(v, str) and v)
+                else:
+                    stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found

@@ -302,6 +302,10 @@ def _annotation_findings(annotations: dict[str, str]) -> tuple[list[str], list[s
         elif 0 < parse_duration(timeout) < 60:
             warnings.append(f"metadata.annotations[ome.io/rollout-ready-timeout]: {timeout} is under a minute; a "
                             "canary step may fail before its Instances can start (RolloutTimeoutTooShort)")
+    history = annotations.get(c.ANN_REVISION_HISTORY_LIMIT)
+    if history is not None and not (history.isdigit() and int(history) >= 1):
+        errors.append(f"metadata.annotations[{c.ANN_REVISION_HISTORY_LIMIT}]: {history!r} must be a positive whole "
+                      "number")
     rollback = annotations.get(c.ANN_ROLLOUT_ROLLBACK)
     if rollback is not None and rollback not in ("true", "false"):
         errors.append(f'metadata.annotations[ome.io/rollout-rollback]: {rollback!r} must be "true" or "false"')

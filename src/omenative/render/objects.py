@@ -46,7 +46,8 @@ def _meta(name: str, namespace: str, labels: dict[str, str], owner: JSONDict) ->
 
 def inference_replica(*, isvc: str, namespace: str, component: str, owner: JSONDict, runners: list[JSONDict],
                       lifecycle: JSONDict, autoscaler: JSONDict, min_ready_seconds: int,
-                      topology: JSONDict, replicas: int | None, parent_generation: int | None = None) -> JSONDict:
+                      topology: JSONDict, replicas: int | None, parent_generation: int | None = None,
+                      revision_history_limit: int | None = None) -> JSONDict:
     """The InferenceReplica intent. `replicas` is included only when omenative owns the count (no autoscaler);
     `parent_generation` is the InferenceService generation it was written from."""
     spec: JSONDict = {
@@ -58,6 +59,8 @@ def inference_replica(*, isvc: str, namespace: str, component: str, owner: JSOND
         "minReadySeconds": min_ready_seconds,
     }
     spec.update({k: v for k, v in topology.items() if v is not None})
+    if revision_history_limit is not None:
+        spec["revisionHistoryLimit"] = revision_history_limit
     if replicas is not None:
         spec["replicas"] = replicas
     labels = component_labels(isvc, component)

@@ -12,16 +12,17 @@ import structlog
 from omenative.api import constants as c
 from omenative.api import migration_request, naming
 from omenative.api.conditions import settle
-from omenative.api.defaults import RECREATE, SURGE_THEN_DRAIN, ready_timeout
+from omenative.api.defaults import RECREATE, SURGE_THEN_DRAIN, effective_partition, ready_timeout
 from omenative.api.instance_status import encode_rows, progress_only
 from omenative.api.readiness import desired_instances
+from omenative.api.rollout import pinned_revisions
 from omenative.api.times import parse_time
 from omenative.api.types import MigrationStatus, RetryBlock, RolloutHold
 from omenative.api.units import InvalidValue, format_duration, optional_duration
 from omenative.controllers import audit, fleet_metrics
 from omenative.controllers.context import Reads, Writes
 from omenative.controllers.inferencereplica import plan as planner
-from omenative.controllers.inferencereplica import requests
+from omenative.controllers.inferencereplica import requests, revisions
 from omenative.controllers.inferencereplica.migration import Caps
 from omenative.controllers.inferencereplica.retry import RetryPolicy
 from omenative.controllers.watches import BY_ISVC, BY_REPLICA, RevisionNamed, replica_status
@@ -164,6 +165,9 @@ class InferenceReplicaController:
         # with the same outcome).
         for annotation in result.answered:
             await self._consume(ir, annotation)
+        if not deleting:
+            await self._prune_revisions(ir, isvc, component, parent if parent is not ir else None,
+                                        {revision, target, result.current_revision}, result.rows)
         wake = Result(requeue_after=result.wake_in + 0.5) if result.wake_in is not None else None
         if deleting:
             teardown = await self._finish_teardown(ir, isvc, component, pods)
@@ -233,7 +237,7 @@ class InferenceReplicaController:
             migration_mode=(lifecycle.get("migrationPolicy") or {}).get("mode") or "Auto",
             migration_caps=migration_caps(reads.config),
             who=f"InferenceReplica {meta['namespace']}/{meta['name']} component={component}",
-            partition=int(pacing.get("partition") or 0),
+            partition=effective_partition(pacing, rolling),
             pacing_budget=pacing.get("maxUnavailable"),
             paused=paused,
             freeze=paused and spec.get("pauseMode") == "Freeze",
@@ -303,6 +307,31 @@ class InferenceReplicaController:
     async def _release_all(self, ir: Obj) -> None:
         for finalizer in (c.FINALIZER_TEARDOWN, c.FINALIZER_LEGACY_DRAIN):
             await self.writes.applier.remove_finalizer(INFERENCE_REPLICAS, ir, finalizer)
+
+    async def _prune_revisions(self, ir: Obj, isvc: str, component: str, parent: Obj | None, live: set[str],
+                               rows: list[Any]) -> None:
+        """Deletes the revisions past the history limit, never one that an Instance, a rollback or the rollout still
+        names. Runs after the status write, so the rows it keeps are the ones on record."""
+        reads, writes = self.reads, self.writes
+        limit = revisions.history_limit((ir.get("spec") or {}).get("revisionHistoryLimit"),
+                                        reads.config.revision_history_limit)
+        if limit is None:
+            return
+        namespace = ir["metadata"]["namespace"]
+        live = set(live)
+        for row in rows:
+            live.update(r for r in (row.running_revision, row.target_revision,
+                                    row.operation.target_revision if row.operation else None) if r)
+        rollback = ((ir.get("spec") or {}).get("pacing") or {}).get("rollbackToRevision")
+        if rollback:
+            live.add(str(rollback))
+        if parent is not None:
+            live |= pinned_revisions(parent.get("status"))
+        siblings = [r for r in reads.by_index(CONTROLLER_REVISIONS, BY_ISVC, f"{namespace}/{isvc}")
+                    if (r["metadata"].get("labels") or {}).get(c.LABEL_COMPONENT) == component]
+        for old in revisions.to_prune(siblings, live, limit):
+            log.info("pruning revision", revision=old["metadata"]["name"], limit=limit)
+            await writes.applier.delete(CONTROLLER_REVISIONS, old)
 
     async def _ensure_revision(self, ir: Obj, isvc: str, component: str, revision: str, runners: list[Obj]) -> None:
         """A ControllerRevision per version of the runners, so Instances on an older revision can be rendered."""

@@ -75,6 +75,13 @@ def _topology(component: Obj) -> Obj:
             "topologySpreadKey": component.get("topologySpreadKey")}
 
 
+def history_annotation(annotations: dict[str, str]) -> int | None:
+    """The InferenceService's ome.io/revision-history-limit, which each InferenceReplica carries as its
+    revisionHistoryLimit; a value admission would refuse (a stored object from before the webhook) is ignored."""
+    value = str(annotations.get(c.ANN_REVISION_HISTORY_LIMIT) or "").strip()
+    return int(value) if value.isdigit() and int(value) >= 1 else None
+
+
 def build(inputs: Inputs, *, claim_unmoded: bool = False) -> Plan:
     isvc = inputs.isvc
     meta = isvc["metadata"]
@@ -118,7 +125,8 @@ def build(inputs: Inputs, *, claim_unmoded: bool = False) -> Plan:
             isvc=name, namespace=namespace, component=comp, owner=owner, runners=runner_list, lifecycle=lifecycle,
             autoscaler=autoscaler, min_ready_seconds=int(lifecycle.get("minReadySeconds") or 0),
             topology=_topology(component) if comp != c.ROUTER else {},
-            replicas=low if klass == "None" else None, parent_generation=inputs.isvc["metadata"].get("generation"))
+            replicas=low if klass == "None" else None, parent_generation=inputs.isvc["metadata"].get("generation"),
+            revision_history_limit=history_annotation(meta.get("annotations") or {}))
         hpa = objects.horizontal_pod_autoscaler(
             isvc=name, namespace=namespace, component=comp, owner=owner, min_replicas=low, max_replicas=high,
             hpa=autoscaler.get("hpa")) if klass == "HPA" else None

@@ -79,7 +79,9 @@ class Inputs:
 class Directive:
     """What the InferenceService writes into one InferenceReplica's spec, and the hold it reports for it."""
 
-    partition: int = 0
+    # None defers to the component's own rollingUpdate.partition; a canary step's 0 replaces it (OME: "a canary's
+    # current step replaces your partition"), so a finished step never falls back to the user's hold.
+    partition: int | None = None
     max_unavailable: int | str | None = None
     rollback_to: str | None = None
     paused: bool = False
@@ -88,7 +90,7 @@ class Directive:
 
     def pacing(self) -> Obj | None:
         out: Obj = {}
-        if self.partition:
+        if self.partition is not None:
             out["partition"] = self.partition
         if self.max_unavailable is not None:
             out["maxUnavailable"] = self.max_unavailable
