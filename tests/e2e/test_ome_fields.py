@@ -1,16 +1,27 @@
-"""Fields of OME's update strategies that omenative honors as OME documents them, on the multi-node guide's
-lifecycle example: `rollingUpdate.partition` holds the lowest-indexed Instances on their revision with the `Staged`
-reason until it is lifted, and `ome.io/revision-history-limit` prunes idle ControllerRevisions, never one in use."""
+"""Fields of OME's API that omenative honors as OME documents them, on the multi-node guide's example:
+`rollingUpdate.partition` holds the lowest-indexed Instances on their revision with the `Staged` reason until it is
+lifted; `ome.io/revision-history-limit` prunes idle ControllerRevisions, never one in use; `topologyKey` keeps each
+worker in its leader's domain; `topologySpread` spreads Instances across zones ("Spread Instances across fault
+domains"), with the scheduler's placement checked on nodes labelled by domain."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
+from kubernetes_asyncio import client
+
 from omenative.api import constants as c
+from tests.conftest import NodeFactory, describe_namespace
+from tests.e2e.conftest import ModelAgent, write_yaml
 from tests.e2e.test_lifecycle import Deployment, deploy  # noqa: F401  (the fixture)
+from tests.support.catalog import CATALOG, MULTI_NODE_SEED, seed_yaml_blocks
+from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
+from tests.support.model_agent import QWEN3_LEARNED
 from tests.support.wait import wait_for
 
 IMAGES = [f"docker.io/lmsysorg/sglang:v0.5.{n}-cu129-amd64" for n in (6, 7, 8)]
@@ -91,3 +102,127 @@ async def test_a_partition_stages_an_update_and_idle_revisions_are_pruned_past_t
 
 async def _equal(got: Awaitable[set[str]], want: set[str]) -> bool:
     return await got == want
+
+
+CLIQUE, ZONE = "nvidia.com/gpu.clique", "topology.kubernetes.io/zone"
+
+
+async def model_on(control_plane: ControlPlane, model_agent: ModelAgent, nodes: list[str]) -> None:
+    """qwen3-0-6b Ready on exactly these nodes (the pods select them by the model's label)."""
+    await control_plane.kubectl("apply", "-f", str(CATALOG / "models" / "Qwen" / "Qwen3-0.6B.yaml"))
+    await model_agent.downloaded("qwen3-0-6b", nodes, QWEN3_LEARNED)
+
+
+async def placement(control_plane: ControlPlane, namespace: str, isvc: str) -> list[Obj]:
+    """The service's pods that are not going away, each with its node's labels (`node_labels`; {} while Pending)."""
+    pods = json.loads((await control_plane.kubectl("get", "pods", "-n", namespace, "-l", f"{c.LABEL_ISVC}={isvc}",
+                                                   "-o", "json")).stdout)["items"]
+    nodes = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in json.loads(
+        (await control_plane.kubectl("get", "nodes", "-o", "json")).stdout)["items"]}
+    out = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    for pod in out:
+        pod["node_labels"] = nodes.get(pod["spec"].get("nodeName") or "", {})
+    return out
+
+
+async def test_a_topology_key_keeps_every_worker_in_its_leaders_domain(
+    control_plane: ControlPlane, api: client.ApiClient, omenative: ControllerProcess, sim_nodes: NodeFactory,
+    model_agent: ModelAgent, namespace: str, tmp_path: Path,
+) -> None:
+    kubectl = control_plane.kubectl
+    # Two cliques of two nodes. The leaders are pinned to clique a; clique b's nodes stay empty, so a scheduler
+    # left to itself would spread the workers there (the least allocated nodes).
+    nodes = [await sim_nodes("gpu", labels={CLIQUE: clique}) for clique in ("a", "a", "b", "b")]
+    await model_on(control_plane, model_agent, nodes)
+    runtime, _, isvc = copy.deepcopy(seed_yaml_blocks(MULTI_NODE_SEED))
+    runtime["metadata"]["name"] = "srt-clique"
+    isvc["metadata"] = {"name": "clique", "namespace": namespace}
+    isvc["spec"]["runtime"]["name"] = "srt-clique"
+    isvc["spec"]["engine"]["topologyKey"] = CLIQUE
+    isvc["spec"]["engine"]["leader"] = {"nodeSelector": {CLIQUE: "a"}}
+    try:
+        await kubectl("apply", "-f", write_yaml(tmp_path, "rt.yaml", runtime))
+        await kubectl("apply", "-f", write_yaml(tmp_path, "isvc.yaml", isvc))
+        out = await kubectl("wait", "--for=condition=Ready", "inferenceservice/clique", "-n", namespace,
+                            "--timeout=120s", check=False)
+        assert out.returncode == 0, out.output + await describe_namespace(api, namespace)
+        out = await kubectl("get", "inferencereplica", "clique-engine", "-n", namespace, "-o",
+                            "jsonpath={.spec.topologyKey}")
+        assert out.stdout == CLIQUE
+        pods = await placement(control_plane, namespace, "clique")
+        by_index: dict[str, dict[str, str]] = {}
+        for pod in pods:
+            labels = pod["metadata"]["labels"]
+            by_index.setdefault(labels[c.LABEL_INSTANCE_INDEX], {})[labels[c.LABEL_RUNNER]] = \
+                pod["node_labels"].get(CLIQUE, "")
+            if labels[c.LABEL_RUNNER] == c.RUNNER_WORKER:
+                term = pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+                assert term["topologyKey"] == CLIQUE
+                assert term["matchLabelKeys"] == [c.LABEL_INSTANCE_INDEX, c.LABEL_INCARNATION]
+        assert by_index == {"0": {"leader": "a", "worker": "a"}, "1": {"leader": "a", "worker": "a"}}, by_index
+        group = await kubectl("get", "podgroup", "clique-engine-0", "-n", namespace, "-o",
+                              "jsonpath={.metadata.annotations.ome\\.io/topology-key}")
+        assert group.stdout == CLIQUE
+    finally:
+        await kubectl("delete", "inferenceservice", "clique", "-n", namespace, "--wait=false", check=False)
+        await kubectl("delete", "clusterservingruntime", "srt-clique", "--ignore-not-found")
+
+
+async def test_a_required_spread_puts_the_instances_in_different_zones_and_waits_for_room(
+    control_plane: ControlPlane, api: client.ApiClient, omenative: ControllerProcess, sim_nodes: NodeFactory,
+    model_agent: ModelAgent, namespace: str, tmp_path: Path,
+) -> None:
+    """The guide's single-pod engine of two Instances with `topologySpread: Required` on the zone label. Zone b
+    first has only a node without a GPU: the second Instance waits Pending rather than join zone a, and takes
+    zone b once a GPU node appears there."""
+    kubectl = control_plane.kubectl
+    describe = lambda: describe_namespace(api, namespace)  # noqa: E731
+    zone_a = [await sim_nodes("gpu", labels={ZONE: "zone-a"}), await sim_nodes("gpu", labels={ZONE: "zone-a"})]
+    no_gpu = await sim_nodes("cpu", gpus=0, labels={ZONE: "zone-b"})
+    await model_on(control_plane, model_agent, [*zone_a, no_gpu])
+    runtime, _, isvc = copy.deepcopy(seed_yaml_blocks(MULTI_NODE_SEED))
+    engine = runtime["spec"]["engineConfig"]
+    runner = engine.pop("leader")["runner"]
+    engine.pop("worker")
+    engine["runner"] = runner
+    runtime["metadata"]["name"] = "srt-spread"
+    isvc["metadata"] = {"name": "spread", "namespace": namespace}
+    isvc["spec"] = {"deploymentMode": "OMENative", "model": {"name": "qwen3-0-6b"}, "runtime": {"name": "srt-spread"},
+                    "engine": {"minReplicas": 2, "maxReplicas": 2, "topologySpread": "Required",
+                               "topologySpreadKey": ZONE}}
+    try:
+        await kubectl("apply", "-f", write_yaml(tmp_path, "rt.yaml", runtime))
+        await kubectl("apply", "-f", write_yaml(tmp_path, "isvc.yaml", isvc))
+        out = await kubectl("get", "inferencereplica", "spread-engine", "-n", namespace, "-o",
+                            "custom-columns=SPREAD:.spec.topologySpread,SPREAD-KEY:.spec.topologySpreadKey,"
+                            "TOPOLOGY-KEY:.spec.topologyKey", "--no-headers")
+        assert out.stdout.split() == ["Required", ZONE, "<none>"]
+
+        async def one_waits_for_the_spread() -> list[Obj] | None:
+            pods = await placement(control_plane, namespace, "spread")
+            placed = [p for p in pods if p["spec"].get("nodeName")]
+            waiting = [p for p in pods if not p["spec"].get("nodeName")]
+            if len(placed) != 1 or len(waiting) != 1:
+                return None
+            events = await kubectl("get", "events", "-n", namespace, "--field-selector",
+                                   f"involvedObject.name={waiting[0]['metadata']['name']},reason=FailedScheduling",
+                                   "-o", "jsonpath={.items[*].message}")
+            return pods if "didn't match pod topology spread constraints" in events.stdout else None
+
+        pods = await wait_for(one_waits_for_the_spread, timeout=60, what="the second Instance held by the spread",
+                              describe=describe)
+        assert [p["node_labels"][ZONE] for p in pods if p["spec"].get("nodeName")] == ["zone-a"]
+        zone_b = await sim_nodes("gpu", labels={ZONE: "zone-b"})
+        await model_on(control_plane, model_agent, [*zone_a, no_gpu, zone_b])
+        out = await kubectl("wait", "--for=condition=Ready", "inferenceservice/spread", "-n", namespace,
+                            "--timeout=120s", check=False)
+        assert out.returncode == 0, out.output + await describe()
+        pods = await placement(control_plane, namespace, "spread")
+        assert sorted(p["node_labels"][ZONE] for p in pods) == ["zone-a", "zone-b"]
+        out = await kubectl("get", "pods", "-n", namespace, "-l", f"{c.LABEL_ISVC}=spread", "--no-headers", "-o",
+                            "custom-columns=SPREAD-KEY:.spec.topologySpreadConstraints[*].topologyKey,"
+                            "WHEN:.spec.topologySpreadConstraints[*].whenUnsatisfiable")
+        assert [line.split() for line in out.stdout.splitlines()] == [[ZONE, "DoNotSchedule"]] * 2
+    finally:
+        await kubectl("delete", "inferenceservice", "spread", "-n", namespace, "--wait=false", check=False)
+        await kubectl("delete", "clusterservingruntime", "srt-spread", "--ignore-not-found")

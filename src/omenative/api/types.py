@@ -204,11 +204,15 @@ class EngineSpec(ComponentSpec):
 
     leader: LeaderSpec | None = field("leader", "The leader of each multi-pod Instance; declare it with worker.")
     worker: WorkerSpec | None = field("worker", "The workers of each multi-pod Instance; declare it with leader.")
-    topology_key: str | None = field("topologyKey", "Node label that keeps an Instance's pods in one topology "
-                                     "domain (recorded on its PodGroup).")
-    topology_spread: str | None = field("topologySpread", "Spread Instances across domains.",
+    topology_key: str | None = field("topologyKey", "Node label that keeps each worker in its leader's topology "
+                                     "domain (a required pod affinity; recorded on the PodGroup). Engine and decoder "
+                                     "with workers; a change is a new revision.")
+    topology_spread: str | None = field("topologySpread", "Spread Instances across domains: a topology spread "
+                                        "constraint (maxSkew 1) on each Instance's leader or only pod; Required is "
+                                        "DoNotSchedule, Preferred ScheduleAnyway. Applies to new pods; rolls nothing.",
                                         enum=("Preferred", "Required"))
-    topology_spread_key: str | None = field("topologySpreadKey", "Node label of the domains to spread across.")
+    topology_spread_key: str | None = field("topologySpreadKey", "Node label of the domains to spread across; "
+                                            "defaults to topologyKey (a single pod has none: set this).")
 
 
 @attrs.define(kw_only=True)

@@ -70,6 +70,22 @@ def _lifecycle_errors(component: str, lifecycle: JSONDict | None) -> list[str]:
     return errors
 
 
+def _topology_warnings(component: str, merged: JSONDict, multi: bool) -> list[str]:
+    """Topology fields that would do nothing as written, said at admission instead of found out later."""
+    out = []
+    if merged.get("topologyKey") and not multi:
+        out.append(f"{component}.topologyKey has no effect on a single-pod {component}: it keeps workers in their "
+                   "leader's domain; to spread single-pod Instances set topologySpread and topologySpreadKey")
+    if merged.get("topologySpread") and not (merged.get("topologySpreadKey") or
+                                             (merged.get("topologyKey") if multi else None)):
+        out.append(f"{component}.topologySpread is set but no key names the domains: set {component}."
+                   "topologySpreadKey (or, with a leader and workers, topologyKey); the Instances are not spread")
+    if component == c.ROUTER and any(merged.get(k) for k in ("topologyKey", "topologySpread", "topologySpreadKey")):
+        out.append("router.topologyKey, topologySpread and topologySpreadKey apply to the engine and decoder only; "
+                   "the router's are ignored")
+    return out
+
+
 def _pod_specs(merged: JSONDict) -> list[tuple[str, JSONDict]]:
     """(where, pod spec fields) of each pod shape of a merged component."""
     shapes = [("", merged)]
@@ -169,6 +185,7 @@ def validate_inference_service(obj: JSONDict, ctx: Admission | None = None, old:
                     f"name {name!r} is too long: the {comp}'s names such as {longest!r} would be {len(longest)} "
                     f"characters, over the {naming.MAX_DNS_LABEL} a pod hostname or Service name allows; use at "
                     f"most {limit} characters for this InferenceService")
+        warnings += _topology_warnings(comp, merged, multi)
         if own.get("deploymentStrategy") is not None:
             warnings.append(
                 f'{comp}.deploymentStrategy is set but deploymentMode is "OMENative"; deploymentStrategy applies '

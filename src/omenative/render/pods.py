@@ -20,6 +20,7 @@ from omenative.api import constants as c
 from omenative.api import naming
 
 JSONDict = dict[str, Any]
+SPREAD_REQUIRED, SPREAD_PREFERRED = "Required", "Preferred"
 _VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
@@ -36,6 +37,9 @@ class InstanceRef:
     owner: JSONDict | None = None  # ownerReference to the InferenceReplica
     avoid_nodes: tuple[str, ...] = ()  # a migration's surge never runs on the node it leaves
     prefer_nodes: tuple[str, ...] = ()  # and prefers the request's hints
+    # topologySpread: (node label, whenUnsatisfiable) for the Instance's anchor pod, from the InferenceReplica's spec
+    # when the pod is created; not part of the revision, so a change shapes new placements without a rollout.
+    spread: tuple[str, str] | None = None
 
 
 @attrs.frozen
@@ -133,6 +137,8 @@ def render_pod(ref: InstanceRef, slot: PodSlot, runners: list[JSONDict]) -> JSON
     spec["containers"] = [_with_env(x, ome_env) for x in spec.get("containers") or []]
     if ref.avoid_nodes or ref.prefer_nodes:
         spec["affinity"] = with_placement(spec.get("affinity") or {}, ref.avoid_nodes, ref.prefer_nodes)
+    if ref.spread and slot.rank == 0:
+        spec["topologySpreadConstraints"] = with_spread(spec.get("topologySpreadConstraints") or [], ref, slot)
     spec["hostname"] = name
     spec["subdomain"] = naming.headless_service_name(ref.isvc, ref.component)
     gates = [g for g in spec.get("readinessGates") or [] if g.get("conditionType") != c.SERVING_GATE]
@@ -166,6 +172,30 @@ def render_pod(ref: InstanceRef, slot: PodSlot, runners: list[JSONDict]) -> JSON
     if ref.owner:
         metadata["ownerReferences"] = [ref.owner]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def spread_of(spec: JSONDict, multi_pod: bool) -> tuple[str, str] | None:
+    """An InferenceReplica's topologySpread as (node label, whenUnsatisfiable), or None without one: the key is
+    topologySpreadKey, else (for a leader and workers) topologyKey; a single pod has no co-location key."""
+    policy = spec.get("topologySpread")
+    key = spec.get("topologySpreadKey") or (spec.get("topologyKey") if multi_pod else None)
+    if policy not in (SPREAD_REQUIRED, SPREAD_PREFERRED) or not key:
+        return None
+    return str(key), "DoNotSchedule" if policy == SPREAD_REQUIRED else "ScheduleAnyway"
+
+
+def with_spread(constraints: list[JSONDict], ref: InstanceRef, slot: PodSlot) -> list[JSONDict]:
+    """The template's constraints and one that spreads the component's anchor pods (one per Instance) across the
+    key's domains with a skew of at most one. A constraint of the template on the same key is the user's: kept."""
+    assert ref.spread is not None
+    key, when = ref.spread
+    if any(x.get("topologyKey") == key for x in constraints if isinstance(x, dict)):
+        return copy.deepcopy(constraints)
+    return [*copy.deepcopy(constraints), {
+        "maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": when,
+        "labelSelector": {"matchLabels": {c.LABEL_ISVC: ref.isvc, c.LABEL_COMPONENT: ref.component,
+                                          c.LABEL_RUNNER: slot.runner}},
+    }]
 
 
 def with_placement(affinity: JSONDict, avoid: tuple[str, ...], prefer: tuple[str, ...]) -> JSONDict:

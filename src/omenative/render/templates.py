@@ -217,12 +217,34 @@ def runners(ctx: TemplateContext, component: JSONDict) -> list[JSONDict]:
         return [{"name": c.RUNNER_DEFAULT, "size": 1, "template": _template(ctx, component, None, 1)}]
     workers = worker_size(component)
     pods = 1 + workers
+    worker = _template(ctx, component, component.get("worker") or {}, pods)
+    if component.get("topologyKey") and ctx.component in (c.ENGINE, c.DECODER):
+        worker["spec"] = with_leader_affinity(worker["spec"], ctx, str(component["topologyKey"]))
     return [
         {"name": c.RUNNER_LEADER, "size": 1,
          "template": _template(ctx, component, component.get("leader") or {}, pods)},
-        {"name": c.RUNNER_WORKER, "size": workers,
-         "template": _template(ctx, component, component.get("worker") or {}, pods)},
+        {"name": c.RUNNER_WORKER, "size": workers, "template": worker},
     ]
+
+
+def with_leader_affinity(spec: JSONDict, ctx: TemplateContext, topology_key: str) -> JSONDict:
+    """`topologyKey` (OME's scheduler page): a required pod affinity that keeps each worker on a node in its own
+    leader's domain. The leader is found by the Instance's index and incarnation, which `matchLabelKeys` takes from
+    the worker's own labels, so the template stays the same for every Instance (and a change of the key is a new
+    revision, as OME rolls it)."""
+    out = copy.deepcopy(spec)
+    # A null at any level (which the core types allow) reads as absent.
+    affinity = out["affinity"] = out.get("affinity") or {}
+    pod_affinity = affinity["podAffinity"] = affinity.get("podAffinity") or {}
+    key = "requiredDuringSchedulingIgnoredDuringExecution"
+    terms = pod_affinity[key] = list(pod_affinity.get(key) or [])
+    terms.append({
+        "labelSelector": {"matchLabels": {c.LABEL_ISVC: ctx.isvc, c.LABEL_COMPONENT: ctx.component,
+                                          c.LABEL_RUNNER: c.RUNNER_LEADER}},
+        "matchLabelKeys": [c.LABEL_INSTANCE_INDEX, c.LABEL_INCARNATION],
+        "topologyKey": topology_key,
+    })
+    return out
 
 
 def metrics_port_name(runner_list: list[JSONDict]) -> str:

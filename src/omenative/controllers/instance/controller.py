@@ -30,7 +30,7 @@ from omenative.obj import Obj
 from omenative.observe.refusals import LASTING, Refusal, classify
 from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
 from omenative.render import objects
-from omenative.render.pods import InstanceRef, pod_count
+from omenative.render.pods import InstanceRef, pod_count, spread_of
 
 log = structlog.get_logger(__name__)
 # A create refused for a cause that clears by itself (quota) is tried again after this long at first, then after
@@ -95,7 +95,8 @@ class InstanceController:
         ref = InstanceRef(isvc=isvc, namespace=namespace, component=component, index=index,
                           incarnation=row.incarnation or 1, revision=row.target_revision or "",
                           replicas=int(spec.get("replicas") or 1), podgroup=podgroup_name, owner=owner,
-                          avoid_nodes=avoid, prefer_nodes=prefer)
+                          avoid_nodes=avoid, prefer_nodes=prefer,
+                          spread=spread_of(spec, multi))
         if gang and not reads.podgroups_cached():
             return Result(requeue_after=1.0)  # the PodGroup cache is starting: pods wait for their PodGroup
         intent = None
