@@ -226,3 +226,49 @@ async def test_a_required_spread_puts_the_instances_in_different_zones_and_waits
     finally:
         await kubectl("delete", "inferenceservice", "spread", "-n", namespace, "--wait=false", check=False)
         await kubectl("delete", "clusterservingruntime", "srt-spread", "--ignore-not-found")
+
+
+async def test_the_model_reference_kind_decides_where_the_model_is_looked_up(
+    control_plane: ControlPlane, api: client.ApiClient, omenative: ControllerProcess, namespace: str,
+    tmp_path: Path,
+) -> None:
+    """OME's InferenceService page: `spec.model.kind` defaults to ClusterBaseModel, needed even when a BaseModel in
+    the namespace has the name; `kind: BaseModel` serves the one in the namespace."""
+    kubectl = control_plane.kubectl
+    ready = 'jsonpath={.status.conditions[?(@.type=="Ready")].reason}:{.status.conditions[?(@.type=="Ready")].message}'
+    runtime, _, isvc = copy.deepcopy(seed_yaml_blocks(MULTI_NODE_SEED))
+    runtime["metadata"]["name"] = "srt-kind"
+    model = {"apiVersion": c.API_VERSION, "kind": "BaseModel", "metadata": {"name": "local-qwen3",
+                                                                           "namespace": namespace},
+             "spec": {"vendor": "qwen", "modelFormat": {"name": "safetensors", "version": "1.0.0"},
+                      "storage": {"storageUri": "hf://Qwen/Qwen3-0.6B", "path": "/raid/models/qwen3"}}}
+    isvc["metadata"] = {"name": "kind", "namespace": namespace}
+    isvc["spec"]["runtime"]["name"] = "srt-kind"
+    isvc["spec"]["model"] = {"name": "local-qwen3"}
+    try:
+        await kubectl("apply", "-f", write_yaml(tmp_path, "rt.yaml", runtime))
+        await kubectl("apply", "-f", write_yaml(tmp_path, "model.yaml", model))
+        await kubectl("apply", "-f", write_yaml(tmp_path, "isvc.yaml", isvc))
+
+        async def reason(want: str) -> str | None:
+            out = await kubectl("get", "inferenceservice", "kind", "-n", namespace, "-o", ready)
+            return out.stdout if out.stdout.startswith(want) else None
+
+        got = await wait_for(lambda: reason("ModelNotFound"), timeout=30, what="ModelNotFound",
+                             describe=lambda: describe_namespace(api, namespace))
+        assert got == (f'ModelNotFound:model "local-qwen3" not found: no ClusterBaseModel of that name (a BaseModel '
+                       f"in namespace {namespace} has it: set spec.model.kind: BaseModel)")
+        isvc["spec"]["model"]["kind"] = "BaseModel"
+        await kubectl("apply", "-f", write_yaml(tmp_path, "isvc.yaml", isvc))
+
+        async def found() -> str | None:
+            out = await kubectl("get", "inferenceservice", "kind", "-n", namespace, "-o", ready)
+            return out.stdout if out.stdout and not out.stdout.startswith("ModelNotFound") else None
+
+        await wait_for(found, timeout=30, what="the BaseModel found", describe=lambda: describe_namespace(api,
+                                                                                                        namespace))
+        out = await kubectl("get", "inferencereplica", "kind-engine", "-n", namespace, "-o", "name")
+        assert out.stdout.strip() == "inferencereplica.ome.io/kind-engine"
+    finally:
+        await kubectl("delete", "inferenceservice", "kind", "-n", namespace, "--wait=false", check=False)
+        await kubectl("delete", "clusterservingruntime", "srt-kind", "--ignore-not-found")

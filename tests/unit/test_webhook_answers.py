@@ -25,10 +25,10 @@ class _Context:
 
     config = ControllerConfig()
 
-    def runtime_named(self, namespace: str, name: str) -> None:
+    def runtime_named(self, namespace: str, name: str, kind: str | None = None) -> None:
         return None
 
-    def model_named(self, namespace: str, name: str) -> None:
+    def model_named(self, namespace: str, name: str, kind: str | None = None) -> None:
         return None
 
 

@@ -42,6 +42,19 @@ class Version:
         return n[0], n[1], n[2]
 
 
+def model_scopes(kind: str | None) -> tuple[bool, ...]:
+    """Where `spec.model` is looked up, in order (True: the InferenceService's namespace). OME's kind defaults to
+    ClusterBaseModel, which is needed even when a BaseModel in the namespace has the name; BaseModel looks only
+    there."""
+    return (True,) if kind == "BaseModel" else (False,)
+
+
+def runtime_scopes(kind: str | None) -> tuple[bool, ...]:
+    """Where `spec.runtime` is looked up, in order: ClusterServingRuntime (the default) first and then a
+    ServingRuntime in the namespace; ServingRuntime only there."""
+    return (True,) if kind == "ServingRuntime" else (False, True)
+
+
 def version_accepts(runtime: str, model: str, operator: str | None) -> bool:
     """Whether a runtime entry's version (on the left) accepts the model's, under the entry's operator."""
     rv, mv = Version.parse(runtime), Version.parse(model)

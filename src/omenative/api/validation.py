@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 
 from omenative.api import constants as c
-from omenative.api import naming
+from omenative.api import naming, unsupported
 from omenative.api.config import ControllerConfig
 from omenative.api.defaults import is_multi_pod, replica_bounds, worker_size
 from omenative.api.merge import merge_component
@@ -80,9 +80,6 @@ def _topology_warnings(component: str, merged: JSONDict, multi: bool) -> list[st
                                              (merged.get("topologyKey") if multi else None)):
         out.append(f"{component}.topologySpread is set but no key names the domains: set {component}."
                    "topologySpreadKey (or, with a leader and workers, topologyKey); the Instances are not spread")
-    if component == c.ROUTER and any(merged.get(k) for k in ("topologyKey", "topologySpread", "topologySpreadKey")):
-        out.append("router.topologyKey, topologySpread and topologySpreadKey apply to the engine and decoder only; "
-                   "the router's are ignored")
     return out
 
 
@@ -186,6 +183,10 @@ def validate_inference_service(obj: JSONDict, ctx: Admission | None = None, old:
                     f"characters, over the {naming.MAX_DNS_LABEL} a pod hostname or Service name allows; use at "
                     f"most {limit} characters for this InferenceService")
         warnings += _topology_warnings(comp, merged, multi)
+        warnings += unsupported.component_warnings(comp, own, f"spec.{comp}")
+        if ctx.runtime_name:
+            warnings += unsupported.component_warnings(comp, runtime_raw.get(f"{comp}Config"),
+                                                       f"runtime {ctx.runtime_name} spec.{comp}Config")
         if own.get("deploymentStrategy") is not None:
             warnings.append(
                 f'{comp}.deploymentStrategy is set but deploymentMode is "OMENative"; deploymentStrategy applies '
@@ -205,6 +206,8 @@ def validate_inference_service(obj: JSONDict, ctx: Admission | None = None, old:
                     "ClusterFirstWithHostNet")
                 break
 
+    if any(mode.omenative for mode in modes.values()):
+        warnings += unsupported.spec_warnings(spec)
     rollout_errors, rollout_warnings = validate_rollout(
         spec, dict((obj.get("metadata") or {}).get("annotations") or {}),
         (old.get("spec") or {}) if old else None)

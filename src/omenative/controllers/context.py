@@ -16,6 +16,7 @@ import attrs
 from omenative.api import constants as c
 from omenative.api.config import ControllerConfig
 from omenative.api.instance_status import decode_rows
+from omenative.api.selection import model_scopes, runtime_scopes
 from omenative.api.types import InstanceStatus, ServingRuntimeSpec
 from omenative.api.units import optional_duration
 from omenative.controllers.refusals import Refusals
@@ -137,9 +138,9 @@ class Reads(Protocol):
 
     def has(self, resource: Resource) -> bool: ...
 
-    def runtime_named(self, namespace: str, name: str) -> tuple[Obj, bool] | None: ...
+    def runtime_named(self, namespace: str, name: str, kind: str | None = None) -> tuple[Obj, bool] | None: ...
 
-    def model_named(self, namespace: str, name: str) -> tuple[Obj, bool] | None: ...
+    def model_named(self, namespace: str, name: str, kind: str | None = None) -> tuple[Obj, bool] | None: ...
 
     def podgroup_crd_installed(self) -> bool: ...
 
@@ -199,20 +200,21 @@ class Context:
     def by_index(self, resource: Resource, index: str, value: str) -> list[Obj]:
         return self.caches.store(resource).by_index(index, value)
 
-    def named(self, namespaced: Resource, cluster: Resource, namespace: str, name: str) -> tuple[Obj, bool] | None:
-        """A namespaced object of that name if there is one, else the cluster-scoped one (OME's lookup order for
-        runtimes and models, whatever `kind` the reference says): (object, namespaced) or None."""
-        obj = self.get(namespaced, namespace, name)
-        if obj is not None:
-            return obj, True
-        obj = self.get(cluster, None, name)
-        return (obj, False) if obj is not None else None
+    def named(self, namespaced: Resource, cluster: Resource, namespace: str, name: str,
+              scopes: tuple[bool, ...]) -> tuple[Obj, bool] | None:
+        """The first object of that name in `scopes` (True: the namespace, False: cluster scope), as the reference's
+        kind says (api.selection): (object, namespaced) or None."""
+        for in_namespace in scopes:
+            obj = self.get(namespaced, namespace, name) if in_namespace else self.get(cluster, None, name)
+            if obj is not None:
+                return obj, in_namespace
+        return None
 
-    def runtime_named(self, namespace: str, name: str) -> tuple[Obj, bool] | None:
-        return self.named(SERVING_RUNTIMES, CLUSTER_SERVING_RUNTIMES, namespace, name)
+    def runtime_named(self, namespace: str, name: str, kind: str | None = None) -> tuple[Obj, bool] | None:
+        return self.named(SERVING_RUNTIMES, CLUSTER_SERVING_RUNTIMES, namespace, name, runtime_scopes(kind))
 
-    def model_named(self, namespace: str, name: str) -> tuple[Obj, bool] | None:
-        return self.named(BASE_MODELS, CLUSTER_BASE_MODELS, namespace, name)
+    def model_named(self, namespace: str, name: str, kind: str | None = None) -> tuple[Obj, bool] | None:
+        return self.named(BASE_MODELS, CLUSTER_BASE_MODELS, namespace, name, model_scopes(kind))
 
     def crd_installed(self, name: str) -> bool:
         crd = self.get(CRDS, None, name)

@@ -119,9 +119,9 @@ class Reads(Protocol):
 
     def get(self, resource: Resource, namespace: str | None, name: str) -> Obj | None: ...
 
-    def runtime_named(self, namespace: str, name: str) -> tuple[Obj, bool] | None: ...
+    def runtime_named(self, namespace: str, name: str, kind: str | None = None) -> tuple[Obj, bool] | None: ...
 
-    def model_named(self, namespace: str, name: str) -> tuple[Obj, bool] | None: ...
+    def model_named(self, namespace: str, name: str, kind: str | None = None) -> tuple[Obj, bool] | None: ...
 
 
 class WebhookServer:
@@ -146,10 +146,12 @@ class WebhookServer:
     def admission_context(self, obj: Obj) -> Admission:
         spec = obj.get("spec") or {}
         namespace = (obj.get("metadata") or {}).get("namespace") or ""
-        runtime_name = (spec.get("runtime") or {}).get("name")
-        model_name = (spec.get("model") or {}).get("name")
-        runtime = (self.ctx.runtime_named(namespace, runtime_name) or (None, False))[0] if runtime_name else None
-        model = (self.ctx.model_named(namespace, model_name) or (None, False))[0] if model_name else None
+        runtime_ref, model_ref = spec.get("runtime") or {}, spec.get("model") or {}
+        runtime_name, model_name = runtime_ref.get("name"), model_ref.get("name")
+        runtime = (self.ctx.runtime_named(namespace, runtime_name, runtime_ref.get("kind")) or (None, False))[0] \
+            if runtime_name else None
+        model = (self.ctx.model_named(namespace, model_name, model_ref.get("kind")) or (None, False))[0] \
+            if model_name else None
         return Admission(
             runtime_name=runtime_name if runtime else None,
             runtime=ServingRuntimeSpec.from_dict(runtime.get("spec") or {}) if runtime else None,

@@ -105,10 +105,15 @@ class InferenceServiceController:
         namespace = isvc["metadata"]["namespace"]
         if not name:
             return None, None
-        found = self.reads.model_named(namespace, name)
+        kind = ref.get("kind")
+        found = self.reads.model_named(namespace, name, kind)
         if found is None:
-            return None, ("ModelNotFound", f'model "{name}" not found: no BaseModel in namespace {namespace} and no '
-                                           "ClusterBaseModel of that name")
+            if kind == "BaseModel":
+                return None, ("ModelNotFound", f'model "{name}" not found: no BaseModel of that name in namespace '
+                                               f"{namespace}")
+            hint = f" (a BaseModel in namespace {namespace} has it: set spec.model.kind: BaseModel)" if \
+                self.reads.model_named(namespace, name, "BaseModel") else ""
+            return None, ("ModelNotFound", f'model "{name}" not found: no ClusterBaseModel of that name{hint}')
         obj, namespaced = found
         spec = BaseModelSpec.from_dict(obj.get("spec") or {})
         if spec.disabled:
@@ -121,10 +126,11 @@ class InferenceServiceController:
         namespace = isvc["metadata"]["namespace"]
         name = ref.get("name")
         if name:
-            found = self.reads.runtime_named(namespace, name)
+            found = self.reads.runtime_named(namespace, name, ref.get("kind"))
             if found is None:
-                return None, ("RuntimeNotFound", f'runtime "{name}" not found in namespace {namespace} or at '
-                                                 "cluster scope")
+                where = f"namespace {namespace}" if ref.get("kind") == "ServingRuntime" else \
+                    f"namespace {namespace} or at cluster scope"
+                return None, ("RuntimeNotFound", f'runtime "{name}" not found in {where}')
             obj, namespaced = found
             if (obj.get("spec") or {}).get("disabled"):
                 scope = "namespace" if namespaced else "cluster"
