@@ -272,3 +272,117 @@ async def test_the_model_reference_kind_decides_where_the_model_is_looked_up(
     finally:
         await kubectl("delete", "inferenceservice", "kind", "-n", namespace, "--wait=false", check=False)
         await kubectl("delete", "clusterservingruntime", "srt-kind", "--ignore-not-found")
+
+
+def single_pod_runtime(name: str) -> Obj:
+    """The multi-node guide's runtime with its leader's container as a single pod's."""
+    runtime, _, _ = copy.deepcopy(seed_yaml_blocks(MULTI_NODE_SEED))
+    engine = runtime["spec"]["engineConfig"]
+    engine["runner"] = engine.pop("leader")["runner"]
+    engine.pop("worker")
+    runtime["metadata"]["name"] = name
+    return dict(runtime)
+
+
+async def engine_pods(control_plane: ControlPlane, namespace: str, isvc: str) -> dict[str, Obj]:
+    pods = json.loads((await control_plane.kubectl("get", "pods", "-n", namespace, "-l", f"{c.LABEL_ISVC}={isvc}",
+                                                   "-o", "json")).stdout)["items"]
+    return {p["metadata"]["name"]: p for p in pods if not p["metadata"].get("deletionTimestamp")}
+
+
+async def test_in_place_updates_keep_the_pods_for_image_changes_only(
+    control_plane: ControlPlane, api: client.ApiClient, omenative: ControllerProcess, sim_nodes: NodeFactory,
+    model_agent: ModelAgent, namespace: str, tmp_path: Path,
+) -> None:
+    """OME's update strategies: under InPlaceIfPossible a new image is set on the running pods (same names, UIDs and
+    nodes; the container restarted by the kubelet), one Instance at a time with maxUnavailable 1, each out of
+    rotation meanwhile; another change recreates them; InPlaceOnly refuses it with InPlaceUpdateNotPossible."""
+    kubectl = control_plane.kubectl
+    describe = lambda: describe_namespace(api, namespace)  # noqa: E731
+    nodes = [await sim_nodes("gpu"), await sim_nodes("gpu")]
+    await model_on(control_plane, model_agent, nodes)
+    runtime = single_pod_runtime("srt-inplace")
+    isvc = {"apiVersion": c.API_VERSION, "kind": "InferenceService",
+            "metadata": {"name": "inplace", "namespace": namespace},
+            "spec": {"deploymentMode": "OMENative", "model": {"name": "qwen3-0-6b"},
+                     "runtime": {"name": "srt-inplace"},
+                     "engine": {"minReplicas": 2, "maxReplicas": 2, "lifecycle": {"updateStrategy": {
+                         "type": "InPlaceIfPossible", "rollingUpdate": {"maxUnavailable": 1}}}}}}
+    runner = runtime["spec"]["engineConfig"]["runner"]
+
+    async def apply_runtime() -> None:
+        await kubectl("apply", "-f", write_yaml(tmp_path, "rt.yaml", runtime))
+
+    async def settled(image: str, revision_not: str) -> Obj:
+        async def done() -> Obj | None:
+            status = json.loads((await kubectl("get", "inferencereplica", "inplace-engine", "-n", namespace, "-o",
+                                               "json")).stdout).get("status") or {}
+            pods = await engine_pods(control_plane, namespace, "inplace")
+            if status.get("updateRevision") != revision_not and status.get("currentRevision") == \
+                    status.get("updateRevision") and status.get("readyReplicas") == 2 and len(pods) == 2 and \
+                    {x["image"] for p in pods.values() for x in p["spec"]["containers"]} == {image}:
+                return status
+            return None
+
+        return await wait_for(done, timeout=120, what=f"both Instances on {image}", describe=describe)
+
+    try:
+        await apply_runtime()
+        await kubectl("apply", "-f", write_yaml(tmp_path, "isvc.yaml", isvc))
+        out = await kubectl("wait", "--for=condition=Ready", "inferenceservice/inplace", "-n", namespace,
+                            "--timeout=120s", check=False)
+        assert out.returncode == 0, out.output + await describe()
+        before = await engine_pods(control_plane, namespace, "inplace")
+        first = json.loads((await kubectl("get", "inferencereplica", "inplace-engine", "-n", namespace, "-o",
+                                          "json")).stdout)["status"]["updateRevision"]
+
+        # 1. A new image: the same pods, restarted on it.
+        new_image = "docker.io/lmsysorg/sglang:v0.5.6-cu129-amd64"
+        runner["image"] = new_image
+        await apply_runtime()
+        second = (await settled(new_image, first))["updateRevision"]
+        after = await engine_pods(control_plane, namespace, "inplace")
+        assert sorted(after) == sorted(before)
+        for name, pod in after.items():
+            assert pod["metadata"]["uid"] == before[name]["metadata"]["uid"], name
+            assert pod["spec"]["nodeName"] == before[name]["spec"]["nodeName"], name
+            assert pod["metadata"]["labels"][c.LABEL_REVISION_HASH] == str(second).rsplit("-", 1)[1]
+            statuses = pod["status"]["containerStatuses"]
+            assert [(s["image"], s["restartCount"]) for s in statuses] == [(new_image, 1)], statuses
+            serving = next(x for x in pod["status"]["conditions"] if x["type"] == c.SERVING_GATE)
+            assert serving["status"] == "True" and serving["reason"] == "InstanceReady"
+        # It left rotation for the change (the gate's last transition is its return), one Instance at a time.
+        assert all(next(x for x in p["status"]["conditions"] if x["type"] == c.SERVING_GATE)["lastTransitionTime"]
+                   > next(x for x in before[n]["status"]["conditions"] if x["type"] == c.SERVING_GATE)[
+                       "lastTransitionTime"] for n, p in after.items())
+
+        # 2. Any other change recreates the pods under InPlaceIfPossible.
+        runner.setdefault("env", []).append({"name": "OMENATIVE_TEST", "value": "1"})
+        await apply_runtime()
+        await settled(new_image, second)
+        recreated = await engine_pods(control_plane, namespace, "inplace")
+        assert {p["metadata"]["uid"] for p in recreated.values()}.isdisjoint(
+            {p["metadata"]["uid"] for p in after.values()})
+
+        # 3. InPlaceOnly refuses a change beyond the images, as OME's page shows.
+        isvc["spec"]["engine"]["lifecycle"]["updateStrategy"]["type"] = "InPlaceOnly"
+        await kubectl("apply", "-f", write_yaml(tmp_path, "isvc.yaml", isvc))
+        runner["env"][-1]["value"] = "2"
+        await apply_runtime()
+
+        async def refusals() -> list[str] | None:
+            out = await kubectl("get", "events", "-n", namespace, "--field-selector",
+                                "reason=InPlaceUpdateNotPossible", "-o",
+                                "custom-columns=KIND:.involvedObject.kind,NAME:.involvedObject.name,"
+                                "MESSAGE:.message", "--no-headers")
+            lines = sorted(line.split(None, 2)[2] for line in out.stdout.splitlines() if line.strip())
+            return lines if len(lines) == 2 else None
+
+        lines = await wait_for(refusals, timeout=60, what="two InPlaceUpdateNotPossible events", describe=describe)
+        assert lines == [f"OMENative component=engine instance={i} rejected update: InPlaceOnly strategy but diff "
+                         "exceeds container images" for i in (0, 1)]
+        assert {p["metadata"]["uid"] for p in (await engine_pods(control_plane, namespace, "inplace")).values()} \
+            == {p["metadata"]["uid"] for p in recreated.values()}
+    finally:
+        await kubectl("delete", "inferenceservice", "inplace", "-n", namespace, "--wait=false", check=False)
+        await kubectl("delete", "clusterservingruntime", "srt-inplace", "--ignore-not-found")

@@ -337,11 +337,11 @@ def test_recreate_pod_replaces_pods_in_place_paced_by_max_unavailable() -> None:
     assert {r.index: r.target_revision for r in plan.rows} == {0: "rev1", 1: "rev0", 2: "rev0"}
 
 
-def test_in_place_only_is_refused_once_with_a_warning() -> None:
-    plan = replica.plan(view([outdated(0)], {0: gang(0)}, update_strategy="InPlaceOnly"))
-    assert phases(plan) == {0: ("Ready", 1)}
-    assert [e.reason for e in plan.events] == ["InPlaceUpdateNotPossible"]
-    assert replica.plan(view(plan.rows, {0: gang(0)}, update_strategy="InPlaceOnly")).events == []
+def test_in_place_strategies_recreate_a_leader_and_its_workers() -> None:
+    # OME: a multi-pod Instance always moves as a whole, and the in-place strategies recreate its pods.
+    for strategy in ("InPlaceOnly", "InPlaceIfPossible"):
+        plan = replica.plan(view([outdated(0)], {0: gang(0)}, update_strategy=strategy, in_place_from={"rev0"}))
+        assert phases(plan) == {0: ("Updating", 2)} and plan.events == []
 
 
 def test_a_large_scale_up_starts_slowly_and_doubles_as_pods_appear() -> None:

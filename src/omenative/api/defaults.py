@@ -19,6 +19,8 @@ JSONDict = dict[str, Any]
 RECREATE = "RecreateInstanceOnPodRestart"
 SURGE_THEN_DRAIN = "SurgeThenDrain"
 IN_PLACE_ONLY = "InPlaceOnly"
+IN_PLACE_IF_POSSIBLE = "InPlaceIfPossible"
+IN_PLACE_STRATEGIES = (IN_PLACE_IF_POSSIBLE, IN_PLACE_ONLY)
 ALL_POD_READY = "AllPodReady"
 
 

@@ -24,18 +24,12 @@ FIELDS: dict[str, str] = {
     f"spec.{COMPONENT}.timeoutSeconds": "no request timeout is enforced for the component; set the serving "
                                         "runtime's own timeout",
     f"spec.{COMPONENT}.autoscaler.keda": "no ScaledObject is created, so KEDA does not scale the component",
-    f"spec.{COMPONENT}.lifecycle.updateStrategy.inPlaceUpdateStrategy": "Instances are never updated in place",
 }
 # Values of fields that do something else than OME documents.
 VALUES: dict[tuple[str, str], str] = {
     (f"spec.{COMPONENT}.autoscaler.class", "KEDA"):
         "no ScaledObject is created and nothing scales the component: it keeps the Instances it has (minReplicas "
         "at first); use HPA, or None with minReplicas",
-    (f"spec.{COMPONENT}.lifecycle.updateStrategy.type", "InPlaceIfPossible"):
-        "Instances are updated by recreating their pods, as RecreatePod does, never in place",
-    (f"spec.{COMPONENT}.lifecycle.updateStrategy.type", "InPlaceOnly"):
-        "every change is refused with InPlaceUpdateNotPossible and the rollout stalls; use RecreatePod or "
-        "SurgeThenDrain",
 }
 # Keys of OME's components that omenative's schema does not have, which the API server keeps all the same.
 COMPONENT_KEYS: dict[str, str] = {

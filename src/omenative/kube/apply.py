@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from omenative.kube import metrics
-from omenative.kube.client import JSON_PATCH, ApiError, KubeClient
+from omenative.kube.client import JSON_PATCH, STRATEGIC_PATCH, ApiError, KubeClient
 from omenative.kube.resources import Resource
 from omenative.obj import Obj
 
@@ -226,6 +226,22 @@ class Applier:
         """A merge patch under the field manager, for a field others own too (an annotation handed on)."""
         self.writes += 1
         await self.client.patch(resource, name, patch, namespace, field_manager=self.field_manager)
+
+    async def strategic_patch(self, resource: Resource, obj: Obj, patch: Obj) -> bool:
+        """A strategic-merge patch of this very object (lists merged by their keys, as kubectl patch does), which
+        carries the object's UID, so the API server refuses it on a successor of the same name. False when the
+        object is gone or was replaced."""
+        meta = obj["metadata"]
+        self.writes += 1
+        log.debug("patch", kind=resource.kind, namespace=meta.get("namespace"), name=meta["name"])
+        try:
+            await self.client.patch(resource, meta["name"], patch, meta.get("namespace"),
+                                    content_type=STRATEGIC_PATCH, field_manager=self.field_manager)
+        except ApiError as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        return True
 
     async def test_then_remove(self, resource: Resource, obj: Obj, path: str, value: Any) -> bool:
         """Removes the field at JSON pointer `path` if it still holds `value`: one JSON patch that tests first, so a

@@ -66,6 +66,8 @@ class PodFacts:
     message: str
     finalizers: tuple[str, ...] = ()
     gates: tuple[str, ...] = ()  # scheduling gates (Kueue's admission): the scheduler does not look at it yet
+    # Every container runs the image its spec names (an in-place update is done once the kubelet restarted them).
+    images_current: bool = True
 
     @property
     def terminal(self) -> bool:
@@ -145,7 +147,20 @@ def pod_facts(pod: Obj) -> PodFacts:
         reason=status.get("reason") or "",
         message=status.get("message") or "",
         finalizers=tuple(meta.get("finalizers") or ()),
+        images_current=images_current(pod),
     )
+
+
+def images_current(pod: Obj) -> bool:
+    """Every container's status reports the image its spec names (none reported yet counts as not current)."""
+    wanted = {str(x.get("name")): str(x.get("image")) for x in (pod.get("spec") or {}).get("containers") or []
+              if isinstance(x, dict) and x.get("image")}
+    if not wanted:
+        return True  # a pod read without its containers (an older cache entry): nothing to compare
+    running = {str(x.get("name")): str(x.get("image")) for x in (pod.get("status") or {}).get("containerStatuses")
+               or [] if isinstance(x, dict) and x.get("image")}
+    return all(name in running and normalized_image(running[name]) == normalized_image(image)
+               for name, image in wanted.items())
 
 
 def _restarts(pod: Obj) -> dict[str, int]:
@@ -171,6 +186,7 @@ def pod_got_worse(old: Obj, new: Obj) -> bool:
 # The cached pods keep only the fields read here (`pod_facts`, `pod_got_worse`) and by the controllers' indexes:
 # `slim_pod` is the pods cache's transform. A field read anywhere must be in these lists.
 POD_SPEC_READ = ("nodeName", "schedulerName", "readinessGates", "schedulingGates")
+CONTAINER_SPEC_READ = ("name", "image")  # an in-place update compares and sets the images
 POD_STATUS_READ = ("phase", "reason", "message", "conditions", "podIP")
 # Of a container's status: its restarts, why its last run ended, and why it is waiting (a wedged pull or crash loop).
 CONTAINER_STATUS_READ = {"state": ("waiting", ("reason", "message")),
@@ -178,7 +194,7 @@ CONTAINER_STATUS_READ = {"state": ("waiting", ("reason", "message")),
 
 
 def _slim_container_status(status: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {k: status[k] for k in ("name", "restartCount") if k in status}
+    out: dict[str, Any] = {k: status[k] for k in ("name", "restartCount", "image") if k in status}
     for field, (kind, keep) in CONTAINER_STATUS_READ.items():
         part = (status.get(field) or {}).get(kind) if isinstance(status.get(field), dict) else None
         if isinstance(part, dict):
@@ -194,7 +210,11 @@ def slim_pod(obj: Obj) -> Obj:
     strip_server_fields(obj)
     spec = obj.get("spec")
     if isinstance(spec, dict):
-        obj["spec"] = {k: spec[k] for k in POD_SPEC_READ if k in spec}
+        slim_spec = {k: spec[k] for k in POD_SPEC_READ if k in spec}
+        if isinstance(containers := spec.get("containers"), list):
+            slim_spec["containers"] = [{k: x[k] for k in CONTAINER_SPEC_READ if k in x} for x in containers
+                                       if isinstance(x, dict)]
+        obj["spec"] = slim_spec
     status = obj.get("status")
     if isinstance(status, dict):
         slim = {k: status[k] for k in POD_STATUS_READ if k in status}
@@ -203,3 +223,17 @@ def slim_pod(obj: Obj) -> Obj:
                 slim[field] = [_slim_container_status(x) for x in statuses if isinstance(x, dict)]
         obj["status"] = slim
     return obj
+
+
+def normalized_image(image: str) -> str:
+    """An image name as the kubelet reports it in a container's status: `nginx:1.25` is
+    `docker.io/library/nginx:1.25`, and an image without a tag is `:latest`."""
+    name, _, digest = image.partition("@")
+    first = name.split("/", 1)[0]
+    if "/" not in name or ("." not in first and ":" not in first and first != "localhost"):
+        name = f"docker.io/{name}"
+    if name.startswith("docker.io/") and name.count("/") == 1:
+        name = "docker.io/library/" + name.removeprefix("docker.io/")
+    if not digest and ":" not in name.rsplit("/", 1)[-1]:
+        name += ":latest"
+    return f"{name}@{digest}" if digest else name

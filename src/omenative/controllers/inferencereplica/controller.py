@@ -12,7 +12,13 @@ import structlog
 from omenative.api import constants as c
 from omenative.api import migration_request, naming
 from omenative.api.conditions import settle
-from omenative.api.defaults import RECREATE, SURGE_THEN_DRAIN, effective_partition, ready_timeout
+from omenative.api.defaults import (
+    IN_PLACE_STRATEGIES,
+    RECREATE,
+    SURGE_THEN_DRAIN,
+    effective_partition,
+    ready_timeout,
+)
 from omenative.api.instance_status import encode_rows, progress_only
 from omenative.api.readiness import desired_instances
 from omenative.api.rollout import pinned_revisions
@@ -35,6 +41,7 @@ from omenative.observe.pods import PodFacts, is_true, pod_facts
 from omenative.observe.refusals import classify
 from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
 from omenative.render import objects
+from omenative.render.in_place import images_only
 from omenative.render.pods import pod_count, scale_limit
 
 log = structlog.get_logger(__name__)
@@ -244,7 +251,25 @@ class InferenceReplicaController:
             refusals=writes.refusals.of_replica(f"{meta['namespace']}/{meta['name']}"),
             podgroups_terminating=self.podgroups_terminating(f"{meta['namespace']}/{meta['name']}"),
             unknown_nodes=self.unknown_nodes(pods),
+            in_place_from=self.in_place_from(ir, isvc, component, revision, runners)
+            if strategy.get("type") in IN_PLACE_STRATEGIES and not multi else frozenset(),
         )
+
+    def revision_runners(self, ir: Obj, isvc: str, component: str, revision: str) -> list[Obj] | None:
+        """A revision's runners: the spec's for its own revision, else its ControllerRevision's (None: unknown)."""
+        if revision == self.reads.revisions.of(ir):
+            return list((ir.get("spec") or {}).get("runners") or []) or None
+        stored = self.reads.get(CONTROLLER_REVISIONS, ir["metadata"]["namespace"],
+                                naming.revision_name(isvc, component, revision))
+        return ((stored or {}).get("data") or {}).get("runners")
+
+    def in_place_from(self, ir: Obj, isvc: str, component: str, target: str, runners: list[Obj]) -> frozenset[str]:
+        """The revisions the Instances run that reach `target` by new container images alone."""
+        wanted = self.revision_runners(ir, isvc, component, target) or runners
+        running = {r.running_revision for r in self.reads.rows.of(ir).values()
+                   if r.running_revision and r.running_revision != target}
+        return frozenset(rev for rev in running
+                         if images_only(self.revision_runners(ir, isvc, component, rev), wanted))
 
     def unknown_nodes(self, pods: dict[int, list[PodFacts]]) -> frozenset[str]:
         """The nodes of the replica's pods that do not report Ready (known only where nodes are watched)."""

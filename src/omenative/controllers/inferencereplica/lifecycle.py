@@ -18,6 +18,7 @@ from omenative.controllers.inferencereplica.facts import InstanceFacts
 from omenative.controllers.inferencereplica.model import RETRY_MAX_SECONDS
 from omenative.controllers.inferencereplica.planner import ReplicaPlanner, budget_of, new_operation
 from omenative.controllers.inferencereplica.retry import HELD, counts
+from omenative.render.in_place import IN_PLACE_STEP
 
 
 def settled(planner: ReplicaPlanner, facts: InstanceFacts) -> bool:
@@ -153,6 +154,10 @@ def step(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceFacts) -> 
         return attrs.evolve(row, incarnation=(row.incarnation or 1) + 1, target_revision=view.update_revision,
                             operation=new_operation("Create", "CreatePods", now, view.ready_timeout,
                                                     view.update_revision, "new revision"))
+    if phase == UPDATING and row.operation is not None and row.operation.step == IN_PLACE_STEP and \
+            not all(p.revision == row.target_revision and p.images_current for p in facts.pods):
+        # The pod still serves its old images until the kubelet restarted its containers on the new ones.
+        return failures.check_failure(planner, row, facts) or row
     if phase in (CREATING, RESTARTING, UPDATING):
         if settled(planner, facts):
             if phase != CREATING:

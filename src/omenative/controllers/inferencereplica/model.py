@@ -74,6 +74,9 @@ class ReplicaView:
     # (Instances asked for, a pod name the count would give) when the count was capped to what the names allow
     # (`replicas` is the cap): a write to /scale that the webhook did not judge.
     capped: tuple[int, str] | None = None
+    # Revisions whose Instances reach the update revision by new container images alone (single-pod ones): under
+    # InPlaceIfPossible and InPlaceOnly they keep their pod.
+    in_place_from: frozenset[str] = frozenset()
 
     def revision_name(self, revision: str | None) -> str:
         return f"{self.revision_prefix}{revision or ''}"

@@ -1,5 +1,6 @@
 """Updates (OME's instances.md): outdated Ready Instances move to the update revision, SurgeThenDrain by a whole new
-Instance that must be Ready before the old one drains, RecreatePod in place; both paced by their budget, the
+Instance that must be Ready before the old one drains, RecreatePod by new pods at the next incarnation, and the
+in-place strategies by new images on a single pod's running containers; all paced by their budget, the
 rollout group's partition and pacing, and the revision's retry block. A surge whose replacement fails or is
 superseded is abandoned and the source keeps serving. Pure."""
 
@@ -9,7 +10,7 @@ import math
 
 import attrs
 
-from omenative.api.defaults import IN_PLACE_ONLY, SURGE_THEN_DRAIN
+from omenative.api.defaults import IN_PLACE_ONLY, IN_PLACE_STRATEGIES, SURGE_THEN_DRAIN
 from omenative.api.phases import CREATING, DELETING, FAILED, READY, UPDATING
 from omenative.api.times import format_time, parse_time
 from omenative.api.types import InstanceStatus
@@ -24,6 +25,7 @@ from omenative.controllers.inferencereplica.planner import (
 )
 from omenative.controllers.inferencereplica.retry import HELD, counts
 from omenative.observe.pods import PodFacts
+from omenative.render.in_place import IN_PLACE_STEP
 
 
 def settle_surges(planner: ReplicaPlanner, rows: dict[int, InstanceStatus]) -> None:
@@ -123,16 +125,22 @@ def start_updates(planner: ReplicaPlanner, rows: dict[int, InstanceStatus], take
         return
     desired = max(view.replicas, 1)
     group_budget = budget_of(view.pacing_budget, desired)
-    if view.update_strategy == IN_PLACE_ONLY:
-        for row in outdated:
+    in_place = view.update_strategy in IN_PLACE_STRATEGIES
+    movable = {r.index for r in outdated if in_place and not view.multi_pod and
+               (r.target_revision or r.running_revision) in view.in_place_from}
+    if view.update_strategy == IN_PLACE_ONLY and not view.multi_pod:
+        refused = [r for r in outdated if r.index not in movable]
+        for row in refused:
             marker = f"InPlaceUpdateNotPossible@{view.update_revision}"
             if marker not in (row.announced or []):
                 planner.event("Warning", "InPlaceUpdateNotPossible", (
-                    f"{planner.prefix(row)} rejected update: InPlaceOnly strategy but omenative updates by "
-                    "replacing pods; the Instance keeps its revision"))
+                    f"{planner.prefix(row)} rejected update: InPlaceOnly strategy but diff exceeds container "
+                    "images"))
                 rows[row.index or 0] = attrs.evolve(row, announced=[*(row.announced or []), marker])
-        planner.held("Budget", "InPlaceOnly refused the change (InPlaceUpdateNotPossible)")
-        return
+        outdated = [r for r in outdated if r.index in movable]
+        if not outdated:
+            planner.held("Budget", "InPlaceOnly refused the change (InPlaceUpdateNotPossible)")
+            return
     name = view.revision_name(view.update_revision)
     wait = planner.blocks.wait_until(name)
     if wait is not None:
@@ -174,7 +182,8 @@ def start_updates(planner: ReplicaPlanner, rows: dict[int, InstanceStatus], take
                 new_operation("Update", "Surge", now, view.ready_timeout, view.update_revision,
                               f"surge to instance {target}", strategy=SURGE_THEN_DRAIN), surge_index=target))
         return
-    # RecreatePod (and InPlaceIfPossible, which omenative carries out by recreating): paced by maxUnavailable.
+    # RecreatePod, and the in-place strategies (a pod whose images alone change keeps its pod; any other is
+    # recreated, and a leader with workers always is): paced by maxUnavailable.
     budget = budget_of(view.max_unavailable, desired)
     if group_budget is not None:
         budget = group_budget if budget is None else min(budget, group_budget)
@@ -187,6 +196,12 @@ def start_updates(planner: ReplicaPlanner, rows: dict[int, InstanceStatus], take
         planner.blocks.start_attempt(name)
         planner.advanced = True
         planner.out_of_service += 1
+        if row.index in movable:
+            rows[row.index or 0] = attrs.evolve(
+                row, phase=UPDATING, target_revision=view.update_revision, restart_baseline=None,
+                operation=new_operation("Update", IN_PLACE_STEP, now, view.ready_timeout, view.update_revision,
+                                        "container images updated in place", strategy=view.update_strategy))
+            continue
         rows[row.index or 0] = attrs.evolve(
             row, phase=UPDATING, incarnation=(row.incarnation or 1) + 1, target_revision=view.update_revision,
             restart_baseline=None, operation=new_operation("Update", "Drain", now, view.ready_timeout,

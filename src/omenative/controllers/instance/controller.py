@@ -30,6 +30,7 @@ from omenative.obj import Obj
 from omenative.observe.refusals import LASTING, Refusal, classify
 from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
 from omenative.render import objects
+from omenative.render.in_place import IN_PLACE_STEP, mark_not_ready
 from omenative.render.pods import InstanceRef, pod_count, spread_of
 
 log = structlog.get_logger(__name__)
@@ -122,7 +123,9 @@ class InstanceController:
             now=reads.wall_clock(), force_delete=reads.force_delete(),
             nodes=reads.node_health({n for p in pods if (n := (p.get("spec") or {}).get("nodeName"))}),
             refused_since=refusal.since if refusal is not None and not refusal.lasting else None,
-            gang_timeout=float(gang_timeout) if multi and gang_timeout else None)
+            gang_timeout=float(gang_timeout) if multi and gang_timeout else None,
+            in_place=row.operation is not None and row.operation.step == IN_PLACE_STEP,
+            mark_not_ready=mark_not_ready(spec))
         actions = planner.plan(view)
         if actions.release_gang:
             await self.refusal_cleared(key, ir)  # the next attempt starts the gang's wait over
@@ -206,6 +209,7 @@ class InstanceController:
         if actions.apply_podgroup is not None:
             await create(PODGROUPS, actions.apply_podgroup)
         await gather_all([self.set_gate(pod, value, reason) for pod, value, reason in actions.gates])
+        await gather_all([self.patch_in_place(ir, pod, patch) for pod, patch in actions.patch_pods])
         # A gang's pods are created (or deleted) together: they are scheduled together anyway.
         if actions.delete_pods:
             await self.delete_expected(key, PODS, list(actions.delete_pods))
@@ -223,10 +227,24 @@ class InstanceController:
             await self.refusal_cleared(key, ir)
         return None
 
+    async def patch_in_place(self, ir: Obj, pod: Obj, patch: Obj) -> None:
+        """Sets new images on a pod. A refusal (an admission webhook, Pod Security, RBAC) is told as a FailedUpdate
+        event on the replica; the Instance's readiness deadline then fails it, and its rebuild recreates the pod."""
+        try:
+            await self.writes.applier.strategic_patch(PODS, pod, patch)
+        except ApiError as exc:
+            if classify(exc.status, exc.reason, exc.message) is None:
+                raise  # not a refusal (throttled, unavailable): the queue's backoff retries it
+            self.writes.events.event(ir, "Warning", "FailedUpdate",
+                                     f"Error updating pod {pod['metadata']['name']} in place: {exc.message}")
+            log.info("in-place update refused", pod=pod["metadata"]["name"], message=exc.message)
+
     async def set_gate(self, pod: Obj, value: bool, reason: str) -> None:
         meta = pod["metadata"]
         status = "True" if value else "False"
-        message = "in rotation: every pod of the Instance is ready" if value else "out of rotation: draining"
+        message = "in rotation: every pod of the Instance is ready" if value else \
+            "out of rotation: its containers take new images in place" if reason == "InPlaceUpdate" else \
+            "out of rotation: draining"
         # The UID pins the write to this pod: a gate meant for an old incarnation never lands on its successor of
         # the same name.
         body = {"apiVersion": "v1", "kind": "Pod",

@@ -25,6 +25,7 @@ from omenative.api.units import format_duration
 from omenative.obj import Obj
 from omenative.observe.nodes import GONE, NodeHealth, dead_evidence
 from omenative.observe.pods import PodFacts, pod_facts
+from omenative.render.in_place import image_patch
 from omenative.render.pods import InstanceRef, pod_count, render_pod, slots
 
 DEFAULT_SCHEDULERS = ("", "default-scheduler")
@@ -51,6 +52,10 @@ class InstanceView:
     # how long OME lets a gang wait unscheduled (its PodGroup's scheduleTimeoutSeconds; None: as long as it takes).
     refused_since: float | None = None
     gang_timeout: float | None = None
+    # An in-place update (the row's operation step InPlace): the pod takes the target revision's images, out of
+    # rotation first unless inPlaceUpdateStrategy.markNotReadyDuringLifecycle is false.
+    in_place: bool = False
+    mark_not_ready: bool = True
 
 
 @attrs.frozen(kw_only=True)
@@ -64,11 +69,12 @@ class InstanceActions:
     wake_in: float | None = None  # a drain waits for its Services, at most until its deadline
     force_delete_pods: tuple[Obj, ...] = ()  # stuck pods on dead nodes, deleted with no grace
     release_gang: bool = False  # the created members of a partly refused gang are deleted (their GPUs freed)
+    patch_pods: tuple[tuple[Obj, Obj], ...] = ()  # (pod, strategic-merge patch): new images set in place
 
     @property
     def empty(self) -> bool:
         return not (self.apply_podgroup or self.delete_podgroup or self.create_pods or self.delete_pods
-                    or self.gates or self.events or self.force_delete_pods)
+                    or self.gates or self.events or self.force_delete_pods or self.patch_pods)
 
 
 def owned_by(obj: Obj, uid: str) -> bool:
@@ -202,16 +208,50 @@ def plan(view: InstanceView) -> InstanceActions:
             if podgroup_ready:
                 creates.append(render_pod(ref, slot, view.runners))
 
-    # The gang enters rotation together, once every pod's containers are ready.
-    if view.phase in (CREATING, RESTARTING, UPDATING, READY, MIGRATING) and view.runners is not None:
+    patches: list[tuple[Obj, Obj]] = []
+    if view.in_place and view.phase == UPDATING and view.runners is not None:
+        wake = in_place(view, current, gates, patches)
+        if wake is not None:
+            wake_in = min(wake_in or math.inf, wake)
+
+    # The gang enters rotation together, once every pod's containers are ready (after an in-place update: on the
+    # new images, which the kubelet reports once it restarted them).
+    if view.phase in (CREATING, RESTARTING, UPDATING, READY, MIGRATING) and view.runners is not None and not patches:
         wanted = pod_count(view.runners)
         live: list[tuple[Obj, PodFacts]] = [(p, f) for p, f in current if not f.terminal]
-        if len(live) >= wanted and all(f.containers_ready for _, f in live):
+        moved = not view.in_place or all(f.revision == ref.revision and f.images_current for _, f in live)
+        if len(live) >= wanted and moved and all(f.containers_ready for _, f in live):
             gates += [(pod, True, "InstanceReady") for pod, f in live if not f.serving_gate]
 
     return InstanceActions(apply_podgroup=apply_podgroup, delete_podgroup=delete_podgroup, create_pods=tuple(creates),
                            delete_pods=tuple(deletes), gates=tuple(gates), events=tuple(events), wake_in=wake_in,
-                           force_delete_pods=tuple(forced), release_gang=bool(release))
+                           force_delete_pods=tuple(forced), release_gang=bool(release), patch_pods=tuple(patches))
+
+
+def in_place(view: InstanceView, current: list[tuple[Obj, PodFacts]], gates: list[tuple[Obj, bool, str]],
+             patches: list[tuple[Obj, Obj]]) -> float | None:
+    """An in-place update of the Instance's pod: out of rotation (its gate False, then no EndpointSlice sending to
+    it, or the operation's deadline), then the target revision's images and revision label set on it. Returns when
+    to look again while it waits for its Services."""
+    assert view.runners is not None
+    by_name = {f.name: (pod, f) for pod, f in current if not f.terminal}
+    for slot in slots(view.runners):
+        found = by_name.get(slot.name(view.ref))
+        if found is None:
+            continue  # a lost pod: made again on the target revision by the create above
+        pod, f = found
+        patch = image_patch(pod, render_pod(view.ref, slot, view.runners), view.ref.revision)
+        if patch is None:
+            continue
+        if view.mark_not_ready and f.serving_gate:
+            gates.append((pod, False, "InPlaceUpdate"))
+        elif view.mark_not_ready and f.name in view.routed and \
+                (view.drain_deadline is None or view.now < view.drain_deadline):
+            if view.drain_deadline is not None:
+                return view.drain_deadline - view.now
+        else:
+            patches.append((pod, patch))
+    return None
 
 
 def released_gang(view: InstanceView, current: list[tuple[Obj, PodFacts]]) -> list[tuple[Obj, PodFacts]]:
