@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shlex
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -181,6 +182,8 @@ async def test_serve_a_prefill_decode_model(
         status_fields = dict(line.split(None, 1) for line in out.stdout.splitlines()[1:] if " " in line)
         assert status_fields["state"] == "Reported engine[0] evidence=OK"
         assert "phase=Ready" in out.stdout and "llama-pd-engine-0-default-0" in out.stdout
+        assert re.fullmatch(r"activeOrdinal=0 readySince=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ",
+                            status_fields["lifecycle"]), status_fields
         # Engine and decoder pods are on the node's network, so each has a node of its own.
         engine_decoder_nodes = [r["NODE"] for n, r in pods.items() if r["COMPONENT"] != "router"]
         assert len(set(engine_decoder_nodes)) == 3 and set(engine_decoder_nodes) <= set(gpu)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from omenative.api import constants as c
+from omenative.api.times import format_time
 from omenative.api.types import InstanceStatus
 from omenative.controllers.inferencereplica import plan as replica
 from omenative.controllers.instance import plan as instance
@@ -132,7 +133,9 @@ def test_an_image_change_keeps_the_pod_paced_by_max_unavailable(strategy: str) -
     done = replica.plan(single_view(plan.rows, {0: [single(0, image=NEW, revision="rev1")], 1: [single(1)]},
                                     update_strategy=strategy, max_unavailable=1, in_place_from=frozenset({"rev0"})))
     assert phases(done) == {0: ("Ready", 1), 1: ("Updating", 1)}
-    assert next(r for r in done.rows if r.index == 0).running_revision == "rev1"
+    moved = next(r for r in done.rows if r.index == 0)
+    assert moved.running_revision == "rev1"
+    assert moved.ready_since == format_time(NOW)  # when it last became Ready (kubectl ome instance status)
 
 
 def test_in_place_if_possible_recreates_any_other_change() -> None:

@@ -42,7 +42,8 @@ def ready(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceFacts, *,
         planner.blocks.succeeded(planner.view.revision_name(row.target_revision))
     announced = [a for a in row.announced or [] if not a.startswith(requests.RESET_MARKER)] or None
     return attrs.evolve(row, phase=READY, operation=None, conditions=None, restart_baseline=baseline or None,
-                        running_revision=row.target_revision, announced=announced, admitted=None)
+                        running_revision=row.target_revision, announced=announced, admitted=None,
+                        ready_since=format_time(planner.view.now))
 
 
 def restart(planner: ReplicaPlanner, row: InstanceStatus, message: str, failure: LastFailure) -> InstanceStatus:
