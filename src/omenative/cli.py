@@ -118,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--update-retry-attempts", type=int, default=None,
                      help="attempts at a revision that fails for a reason of its own before it is held (0: hold at "
                           "the first failure)")
+    run.add_argument("--auto-migrate-max-attempts", type=int, default=None,
+                     help="relocations of an Instance that keeps failing on one node, until it is next Ready "
+                          "(default 3; 0: off)")
     run.add_argument("--revision-history-limit", type=int, default=None,
                      help="ControllerRevisions each component keeps besides those in use (default 10; 0: keep all)")
     run.add_argument("--migration-max-per-window", type=int, default=None,
@@ -152,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
                             "canary_analysis_prometheus_address": args.canary_analysis_prometheus_address,
                             "migration_max_per_window": args.migration_max_per_window,
                             "migration_max_in_flight": args.migration_max_in_flight}
-                         | revision_history(args.revision_history_limit))
+                         | revision_history(args.revision_history_limit)
+                         | ({"auto_migrate_max_attempts": args.auto_migrate_max_attempts}
+                            if args.auto_migrate_max_attempts is not None else {}))
     webhook = None
     if args.webhook_bind_address:
         from omenative.webhook.server import WebhookOptions

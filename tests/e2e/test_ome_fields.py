@@ -386,3 +386,58 @@ async def test_in_place_updates_keep_the_pods_for_image_changes_only(
     finally:
         await kubectl("delete", "inferenceservice", "inplace", "-n", namespace, "--wait=false", check=False)
         await kubectl("delete", "clusterservingruntime", "srt-inplace", "--ignore-not-found")
+
+
+async def test_an_instance_failing_on_a_bad_node_is_relocated_off_it(
+    control_plane: ControlPlane, api: client.ApiClient, omenative: ControllerProcess, sim_nodes: NodeFactory,
+    model_agent: ModelAgent, namespace: str, tmp_path: Path,
+) -> None:
+    """OME's automatic relocation: the only node at first is a bad one (the simulated kubelet crash-loops every pod on
+    a node named `*-broken-*`, as a broken GPU would); the Instance fails there, and its rebuild leaves that node for
+    the healthy one added meanwhile, with a Relocated record and an AutoMigrationTriggered event."""
+    kubectl = control_plane.kubectl
+    describe = lambda: describe_namespace(api, namespace)  # noqa: E731
+    bad = await sim_nodes("broken")
+    await model_on(control_plane, model_agent, [bad])
+    runtime = single_pod_runtime("srt-relocate")
+    isvc = {"apiVersion": c.API_VERSION, "kind": "InferenceService",
+            "metadata": {"name": "relocate", "namespace": namespace},
+            "spec": {"deploymentMode": "OMENative", "model": {"name": "qwen3-0-6b"},
+                     "runtime": {"name": "srt-relocate"}, "engine": {"minReplicas": 1, "maxReplicas": 1}}}
+    try:
+        await kubectl("apply", "-f", write_yaml(tmp_path, "rt.yaml", runtime))
+        await kubectl("apply", "-f", write_yaml(tmp_path, "isvc.yaml", isvc))
+
+        async def crash_looping() -> bool:
+            pods = await engine_pods(control_plane, namespace, "relocate")
+            return any(p["spec"].get("nodeName") == bad and any(
+                ((s.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"
+                for s in (p.get("status") or {}).get("containerStatuses") or []) for p in pods.values())
+
+        await wait_for(crash_looping, timeout=60, what="the pod crash-looping on the bad node", describe=describe)
+        good = await sim_nodes("gpu")
+        await model_on(control_plane, model_agent, [bad, good])
+        out = await kubectl("wait", "--for=condition=Ready", "inferenceservice/relocate", "-n", namespace,
+                            "--timeout=180s", check=False)
+        assert out.returncode == 0, out.output + await describe()
+        pods = await engine_pods(control_plane, namespace, "relocate")
+        assert [p["spec"]["nodeName"] for p in pods.values()] == [good]
+        terms = next(iter(pods.values()))["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert all({"key": "metadata.name", "operator": "NotIn", "values": [bad]} in t["matchFields"] for t in terms)
+
+        async def settled() -> list[Obj] | None:
+            status = json.loads((await kubectl("get", "inferencereplica", "relocate-engine", "-n", namespace, "-o",
+                                               "json")).stdout).get("status") or {}
+            records = [m for m in status.get("migrations") or [] if m.get("trigger") == "Auto"]
+            return records if records and all(m.get("succeeded") for m in records) else None
+
+        records = await wait_for(settled, timeout=30, what="the relocation settled", describe=describe)
+        assert [(m["phase"], m["fromNode"], m["attempt"], m["sourceInstance"]) for m in records] == [
+            ("Relocated", bad, 1, 0)]
+        messages = await control_plane.event_messages(namespace, "AutoMigrationTriggered")
+        assert messages == [f"OMENative component=engine instance=0 relocated off node {bad}: its attempt failed "
+                            f"there ({records[0]['reason']}); relocation 1 of 3"]
+    finally:
+        await kubectl("delete", "inferenceservice", "relocate", "-n", namespace, "--wait=false", check=False)
+        await kubectl("delete", "clusterservingruntime", "srt-relocate", "--ignore-not-found")

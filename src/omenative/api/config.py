@@ -61,5 +61,9 @@ class ControllerConfig:
     # ControllerRevisions a component keeps besides the ones it uses (OME's lifecycle.revisionHistoryLimit, 10 with
     # its chart); an InferenceService's ome.io/revision-history-limit wins. None or 0: every revision is kept.
     revision_history_limit: int | None = 10
+    # Automatic relocation (OME's autoMigrate.maxAttempts, 3 with its chart): how many times an Instance whose
+    # attempt failed on one node, for a cause not in the workload, is rebuilt off that node before it is next Ready.
+    # None or 0: never.
+    auto_migrate_max_attempts: int | None = 3
     # Also run components that declare no deployment mode at all (they would be RawDeployment).
     claim_unmoded: bool = False

@@ -20,6 +20,7 @@ COMPONENTS = ("engine", "decoder", "router")
 ACCEPTED, SURGE_PENDING, SURGE_READY, DRAINING, COMPLETED, FAILED, RELOCATED = (
     "Accepted", "SurgePending", "SurgeReady", "Draining", "Completed", "Failed", "Relocated")
 TERMINAL_PHASES = (COMPLETED, FAILED, RELOCATED)  # a record in one of these is history, never work
+MANUAL, AUTO = "Manual", "Auto"  # who started it: a request, or the controller's relocation
 MAX_HINTS = 8
 MAX_REASON = 256
 MAX_REQUESTED_BY = 128
@@ -150,4 +151,10 @@ def placement(records: list[MigrationStatus], index: int) -> tuple[tuple[str, ..
     for record in active(records):
         if record.surge_instance == index and record.phase in (SURGE_PENDING, SURGE_READY, DRAINING):
             return ((record.from_node,) if record.from_node else ()), tuple(record.hint_target_nodes or ())
-    return (), ()
+    return relocated_from(records, index), ()
+
+
+def relocated_from(records: list[MigrationStatus], index: int) -> tuple[str, ...]:
+    """The nodes an Instance's relocations left since it was last Ready: its rebuilds avoid all of them."""
+    return tuple(sorted({r.from_node for r in records if r.trigger == AUTO and r.source_instance == index
+                         and r.phase == RELOCATED and r.succeeded is None and r.from_node}))

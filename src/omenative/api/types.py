@@ -674,7 +674,8 @@ class MigrationStatus(Model):
     """One migration request's record: where it is, and how it ended."""
 
     request_uuid: str | None = field("requestUUID", "The request's ID (the annotation's suffix).", required=True)
-    trigger: str | None = field("trigger", "Manual: a migration request.", enum=("Manual", "Auto"))
+    trigger: str | None = field("trigger", "Manual: a migration request; Auto: a relocation (born Relocated).",
+                                enum=("Manual", "Auto"))
     source_instance: int | None = field("sourceInstance", "The Instance moved away.", minimum=0)
     surge_instance: int | None = field("surgeInstance", "The replacement's index, once allocated.", minimum=0)
     allocated_at: str | None = field("allocatedAt", "When the replacement got its index: the move started.")
@@ -682,7 +683,8 @@ class MigrationStatus(Model):
     hint_target_nodes: list[str] | None = field("hintTargetNodes", "Nodes the replacement prefers.")
     phase: str | None = field("phase", "Where the migration is.", enum=(
         "Accepted", "SurgePending", "SurgeReady", "Draining", "Completed", "Failed", "Relocated"))
-    reason: str | None = field("reason", "The requester's reason.")
+    attempt: int | None = field("attempt", "A relocation's number (Auto): N of autoMigrate.maxAttempts.", minimum=1)
+    reason: str | None = field("reason", "The requester's reason, or what a relocation left (Auto).")
     message: str | None = field("message", "What it waits for, or how it ended.")
     requested_by: str | None = field("requestedBy", "Who asked.")
     started_at: str | None = field("startedAt", "When it was accepted.")

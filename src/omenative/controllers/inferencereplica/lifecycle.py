@@ -13,7 +13,7 @@ from omenative.api.phases import CREATING, DELETING, FAILED, MIGRATING, PENDING,
 from omenative.api.times import format_time, parse_time
 from omenative.api.types import InstanceStatus, LastFailure
 from omenative.api.units import format_duration
-from omenative.controllers.inferencereplica import failures, requests
+from omenative.controllers.inferencereplica import failures, relocation, requests
 from omenative.controllers.inferencereplica.facts import InstanceFacts
 from omenative.controllers.inferencereplica.model import RETRY_MAX_SECONDS
 from omenative.controllers.inferencereplica.planner import ReplicaPlanner, budget_of, new_operation
@@ -137,7 +137,11 @@ def step_failed(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceFac
     if now < retry_at:
         planner.wake_at(retry_at)
         return row
-    return rebuild(planner, row, "retry after failure") or row
+    rebuilt = rebuild(planner, row, "retry after failure")
+    if rebuilt is None:
+        return row
+    relocation.relocate(planner, row, facts)  # the node its pods all failed on, left behind when OME's rules allow
+    return rebuilt
 
 
 def step(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus:

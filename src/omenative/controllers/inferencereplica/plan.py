@@ -30,7 +30,15 @@ from omenative.api.defaults import RECREATE
 from omenative.api.phases import DELETING, RESTARTING, UPDATING
 from omenative.api.times import format_time
 from omenative.api.types import InstanceStatus
-from omenative.controllers.inferencereplica import lifecycle, migration, requests, scale, status, updates
+from omenative.controllers.inferencereplica import (
+    lifecycle,
+    migration,
+    relocation,
+    requests,
+    scale,
+    status,
+    updates,
+)
 from omenative.controllers.inferencereplica.facts import instance_facts
 from omenative.controllers.inferencereplica.model import ALL_POD_READY, ReplicaPlan, ReplicaView
 from omenative.controllers.inferencereplica.planner import ReplicaPlanner
@@ -58,7 +66,7 @@ def plan(view: ReplicaView) -> ReplicaPlan:
                                  view.migration_mode, view.migration_caps)
     moves.take_requests(rows)
     moves.step(rows, set(rows) | set(view.pods))
-    records = moves.prune()
+    records = relocation.settle([*moves.prune(), *planner.relocations], rows)
     moving = {r.surge_instance for r in migration_request.active(records)
               if r.surge_instance is not None
               and r.phase in (migration_request.SURGE_PENDING, migration_request.SURGE_READY)}

@@ -11,7 +11,7 @@ import attrs
 from omenative.api.events import Event
 from omenative.api.phases import DELETING
 from omenative.api.times import format_time
-from omenative.api.types import InstanceOperation, InstanceStatus, LastFailure
+from omenative.api.types import InstanceOperation, InstanceStatus, LastFailure, MigrationStatus
 from omenative.api.units import resolve_int_or_percent
 from omenative.controllers.inferencereplica.model import ReplicaView
 from omenative.controllers.inferencereplica.retry import RetryBlocks
@@ -28,6 +28,7 @@ class ReplicaPlanner:
     hold: tuple[str, str] | None = None  # (gate, reason) of the rollout, when it could not move
     advanced: bool = False  # an update or retry started in this pass
     surges: set[int] = attrs.field(factory=set)  # Instances that are the surge of a migration still running
+    relocations: list[MigrationStatus] = attrs.field(factory=list)  # Relocated records made in this pass
 
     def wake_at(self, when: float | None) -> None:
         if when is not None and when > self.view.now and when != math.inf:
