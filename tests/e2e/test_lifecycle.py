@@ -224,6 +224,16 @@ async def test_a_revision_that_never_starts_is_held_and_the_service_keeps_servin
                               revision.rsplit("-", 1)[1], "-n", namespace, "--yes", "-o", "json")
         result = json.loads(out.stdout)
         assert (result["accepted"], result["applied"], result["target"]["name"]) == (True, True, "held-engine")
+        # kubectl ome wait --for=held-revision=unheld, with the values the release printed, as OME's reference shows.
+        out = await d.kubectl("ome", "wait", "held", "--for=held-revision=unheld", "--component=engine",
+                              f"--revision={revision}", f"--ir-name={result['target']['name']}",
+                              f"--ir-uid={result['target']['uid']}", "--timeout=60s", "-n", namespace, check=False)
+        assert out.returncode == 0, out.output
+        lines = out.stdout.splitlines()
+        column = lines[0].index("VALUE")
+        rows = {line[:column].strip(): line[column:].strip() for line in lines[1:] if line.strip()}
+        assert (rows["Requested"], rows["Outcome"], rows["Reason"], rows["Target state"], rows["Mailbox"]) == (
+            "HeldRevision=Unheld", "Matched", "Unheld", "Absent", "Absent"), out.stdout
 
         async def released() -> bool:
             return bool(await d.control_plane.event_messages(namespace, "RetryBlockReleased"))

@@ -142,13 +142,60 @@ def test_replica_waits_read_a_fresh_inferencereplica(predicate: wait.Predicate, 
     ("replicas=ready", None, 1, "InvalidReadyReplicaFlags"),
     ("replicas=current", "engine", 0, "InvalidCurrentReplicaFlags"),
     ("migration=terminal", None, None, "InvalidMigrationWaitFlags"),
-    ("held-revision=unheld", None, None, "UnsupportedWaitPredicate"),
+    ("held-revision=unheld", "engine", None, "InvalidHeldRevisionFlags"),
+    ("runtime-sync=acknowledged", None, None, "UnsupportedWaitPredicate"),
     ("rollout=stable", "engine", None, "InvalidWaitFlags"),
 ])
 def test_bad_wait_flags_are_refused_with_the_documented_message(text: str | None, component: str | None,
                                                                 replicas: int | None, error: str) -> None:
     with pytest.raises(wait.InvalidWait, match=f"^{error}"):
         wait.parse_predicate(text, component, replicas)
+
+
+HELD = wait.Predicate("held-revision", component="engine", revision="svc-engine-abcd1234", ir_name="svc-engine",
+                      ir_uid="ir-1")
+
+
+def held_replica(state: str | None = "Held", mailbox: str | None = None, **meta: Any) -> dict[str, Any]:
+    annotations = {"ome.io/release-held-revision": mailbox} if mailbox else {}
+    blocks = [{"targetRevision": "svc-engine-abcd1234", "state": state, "attemptsStarted": 3}] if state else []
+    return {"metadata": {"name": "svc-engine", "uid": "ir-1", "generation": 2, "annotations": annotations,
+                         "ownerReferences": [{"uid": "isvc-1"}], **meta},
+            "spec": {"component": "engine"}, "status": {"observedGeneration": 2, "retryBlocks": blocks}}
+
+
+@pytest.mark.parametrize(("replica", "matched", "reason", "target", "mailbox"), [
+    (held_replica("Held"), False, "Held", "Held", "Absent"),
+    (held_replica("Held", mailbox="svc-engine-abcd1234"), False, "Held", "Held", "Pending"),
+    (held_replica("Backoff", mailbox="svc-engine-abcd1234"), False, "MailboxPending", "Backoff", "Pending"),
+    (held_replica(None, mailbox="svc-engine-other"), False, "MailboxSuperseded", "Absent", "Superseded"),
+    (held_replica(None), True, "Unheld", "Absent", "Absent"),
+    (held_replica("RetryInProgress"), True, "Unheld", "RetryInProgress", "Absent"),
+    (held_replica(None, uid="ir-2"), False, "ReplicaReplaced", "Unknown", "Unknown"),
+    (held_replica(None, deletionTimestamp="2026-12-07T00:00:00Z"), False, "Deleting", "Unknown", "Unknown"),
+    (held_replica(None, generation=3), False, "SourceStale", "Unknown", "Unknown"),
+    (None, False, "ReplicaMissing", "Unknown", "Unknown"),
+])
+def test_held_revision_unheld_matches_once_the_block_is_not_held_and_no_release_is_pending(
+        replica: Any, matched: bool, reason: str, target: str, mailbox: str) -> None:
+    check = wait.check_held(HELD, replica, {"metadata": {"uid": "isvc-1"}})
+    assert (check.matched, check.reason, check.observed["targetState"], check.observed["mailbox"]) == (
+        matched, reason, target, mailbox)
+    report = wait.wait_report("ns", "svc", HELD, "Matched" if matched else "TimedOut", check, elapsed_ms=1, reads=2,
+                              polls=0, source="InitialGET")
+    rows = dict(wait.wait_rows(report))
+    assert (rows["Requested"], rows["Revision"], rows["Target state"], rows["Mailbox"], rows["Reason"]) == (
+        "HeldRevision=Unheld", "svc-engine-abcd1234", target, mailbox, reason)
+
+
+def test_held_revision_unheld_needs_its_four_flags() -> None:
+    assert wait.parse_predicate("held-revision=unheld", "engine", None, None, "svc-engine-abcd1234", "svc-engine",
+                                "ir-1") == HELD
+    for missing in range(3):
+        flags: list[str | None] = ["svc-engine-abcd1234", "svc-engine", "ir-1"]
+        flags[missing] = None
+        with pytest.raises(wait.InvalidWait, match=r"^InvalidHeldRevisionFlags"):
+            wait.parse_predicate("held-revision=unheld", "engine", None, None, *flags)
 
 
 def test_a_timed_out_wait_report_has_the_last_check() -> None:

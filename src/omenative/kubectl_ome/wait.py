@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 import attrs
 
+from omenative.api import constants as c
 from omenative.api import migration_request
 from omenative.api.units import InvalidValue, parse_duration
 from omenative.kubectl_ome import migration
@@ -28,6 +29,9 @@ class Predicate:
     component: str = ""
     replicas: int = 0
     request_id: str = ""
+    revision: str = ""  # held-revision: the full ControllerRevision name
+    ir_name: str = ""  # held-revision: the InferenceReplica it is bound to, by name and UID
+    ir_uid: str = ""
 
     @property
     def spelling(self) -> str:
@@ -37,13 +41,17 @@ class Predicate:
             return f"Ready={self.status}"
         if self.kind == "rollout":
             return f"Rollout={ROLLOUT_SPELLING[self.status]}"
+        if self.kind == "held-revision":
+            return "HeldRevision=Unheld"
         return f"{'ReadyReplicas' if self.kind == 'replicas-ready' else 'CurrentReplicas'}={self.replicas}"
 
 
 PREDICATE_HELP = ("InvalidWaitPredicate: require condition=Ready[=True|False|Unknown], rollout=stable|failed|"
                   "rolled-back, migration=terminal, replicas=ready|current, runtime-sync=acknowledged, or "
                   "held-revision=unheld")
-NOT_SERVED = ("runtime-sync=acknowledged", "held-revision=unheld")
+NOT_SERVED = ("runtime-sync=acknowledged",)
+HELD_FLAGS = ("InvalidHeldRevisionFlags: require --component=engine|decoder|router, --revision=ISVC-COMPONENT-HASH, "
+              "--ir-name and --ir-uid with held-revision=unheld")
 ROLLOUT_STATES = {"rollout=stable": "Succeeded", "rollout=failed": "Failed", "rollout=rolled-back": "RolledBack"}
 ROLLOUT_SPELLING = {"Succeeded": "Stable", "Failed": "Failed", "RolledBack": "RolledBack"}
 
@@ -53,7 +61,15 @@ class InvalidWait(ValueError):
 
 
 def parse_predicate(text: str | None, component: str | None, replicas: int | None,
-                    request_id: str | None = None) -> Predicate:
+                    request_id: str | None = None, revision: str | None = None, ir_name: str | None = None,
+                    ir_uid: str | None = None) -> Predicate:
+    if text == "held-revision=unheld":
+        if component not in COMPONENT_CONDITIONS or not revision or not ir_name or not ir_uid or \
+                replicas is not None or request_id is not None:
+            raise InvalidWait(HELD_FLAGS)
+        return Predicate("held-revision", component=component, revision=revision, ir_name=ir_name, ir_uid=ir_uid)
+    if revision is not None:
+        raise InvalidWait("InvalidWaitFlags")
     if text == "migration=terminal":
         if request_id is None or not migration_request.is_uuid(request_id) or replicas is not None:
             raise InvalidWait("InvalidMigrationWaitFlags: require --request-id=<canonical UUID> with "
@@ -161,6 +177,44 @@ def check_replicas(predicate: Predicate, replica: Obj | None) -> Check:
     return Check(matched, f"{prefix}{'Matched' if matched else 'NotMatched'}", "Reported", observed)
 
 
+def check_held(predicate: Predicate, replica: Obj | None, isvc: Obj) -> Check:
+    """The revision's retry block on the bound InferenceReplica, and the release request's annotation: matched once
+    the revision is not Held and no release of it is pending (OME's reference, `held-revision=unheld`)."""
+    observed: Obj = {"component": predicate.component, "revision": predicate.revision, "name": "",
+                     "targetState": "Unknown", "mailbox": "Unknown", "validity": "Unavailable"}
+    if replica is None:
+        return Check(False, "ReplicaMissing", "Unavailable", observed)
+    meta, status = replica.get("metadata") or {}, replica.get("status") or {}
+    if meta.get("uid") != predicate.ir_uid:
+        return Check(False, "ReplicaReplaced", "Unavailable", observed)
+    observed["name"] = meta.get("name", "")
+    if meta.get("deletionTimestamp"):
+        return Check(False, "Deleting", "Unavailable", observed)
+    owners = meta.get("ownerReferences") or []
+    if (replica.get("spec") or {}).get("component") != predicate.component or \
+            (owners and not any(o.get("uid") == isvc["metadata"].get("uid") for o in owners)):
+        observed["validity"] = "Invalid"
+        return Check(False, "SourceInvalid", "Unavailable", observed)
+    if status.get("observedGeneration") != meta.get("generation"):
+        return Check(False, "SourceStale", "Unavailable", observed)
+    blocks = status.get("retryBlocks") or []
+    if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
+        observed["validity"] = "Invalid"
+        return Check(False, "InvalidRetryBlocks", "Unavailable", observed)
+    block = next((b for b in blocks if b.get("targetRevision") == predicate.revision), None)
+    observed["targetState"] = str(block.get("state") or "Unknown") if block else "Absent"
+    mailbox = (meta.get("annotations") or {}).get(c.ANN_RELEASE_HELD_REVISION)
+    observed["mailbox"] = "Absent" if mailbox is None else "Pending" if mailbox == predicate.revision else \
+        "Superseded"
+    observed["validity"] = "Valid"
+    if observed["targetState"] == "Held":
+        return Check(False, "Held", "Reported", observed)
+    if observed["mailbox"] != "Absent":
+        return Check(False, "MailboxPending" if observed["mailbox"] == "Pending" else "MailboxSuperseded",
+                     "Reported", observed)
+    return Check(True, "Unheld", "Reported", observed)
+
+
 MIGRATION_TERMINAL = migration_request.TERMINAL_PHASES
 
 
@@ -193,6 +247,9 @@ def wait_report(namespace: str, name: str, predicate: Predicate, outcome: str, c
         content["rollout"] = check.observed if check else {"reported": "Unknown"}
     elif predicate.kind == "migration":
         content["migration"] = {"requestID": predicate.request_id, **(check.observed if check else {})}
+    elif predicate.kind == "held-revision":
+        content["heldRevision"] = {"component": predicate.component, "revision": predicate.revision,
+                                   **(check.observed if check else {})}
     else:
         key = "readyReplicas" if predicate.kind == "replicas-ready" else "scale"
         content[key] = {"target": predicate.replicas, **(check.observed if check else {})}
@@ -230,6 +287,14 @@ def wait_rows(report: Obj) -> Rows:
                  ("Migration outcome", str(part.get("migrationOutcome") or "Unknown")),
                  ("Migration validity", str(part.get("validity") or "Unavailable")),
                  ("Migration message", str(part.get("message") or "-"))]
+    elif "heldRevision" in content:
+        part = content["heldRevision"]
+        valid = part.get("validity") == "Valid"
+        rows += [("Component", part["component"]), ("Revision", part["revision"]),
+                 ("InferenceReplica", part.get("name", "")), ("Target state", part.get("targetState", "Unknown")),
+                 ("Mailbox", part.get("mailbox", "Unknown")), ("Validity", part.get("validity", "Unavailable")),
+                 ("Interpretation", _interpretation(content["outcome"], valid, "No verified current unheld state",
+                                                    "Exact revision no longer Held on original IR"))]
     elif "readyReplicas" in content:
         part = content["readyReplicas"]
         valid = part.get("validity") == "Valid"
@@ -264,7 +329,8 @@ def _interpretation(outcome: str, valid: bool, unverified: str, exact: str) -> s
 def wait(cluster: Cluster, namespace: str, name: str, args: argparse.Namespace) -> int:
     """Checks at once, then every POLL seconds, until the predicate holds (0) or the wait ends without it (2)."""
     try:
-        predicate = parse_predicate(args.predicate, args.component, args.replicas, args.request_id)
+        predicate = parse_predicate(args.predicate, args.component, args.replicas, args.request_id,
+                                    args.revision, args.ir_name, args.ir_uid)
     except InvalidWait as exc:
         raise CommandError(str(exc)) from None
     try:
@@ -298,6 +364,9 @@ def wait(cluster: Cluster, namespace: str, name: str, args: argparse.Namespace) 
             reads += 1
             record, validity = migration.find_record(cluster, namespace, name, predicate.request_id)
             check = check_migration(record, validity)
+        elif predicate.kind == "held-revision":
+            reads += 1
+            check = check_held(predicate, cluster.get_ome("inferencereplicas", namespace, predicate.ir_name), isvc)
         else:
             reads += 1
             replica = component_replica(cluster.replicas(namespace, name), isvc, predicate.component)
