@@ -430,3 +430,16 @@ def test_an_unschedulable_pod_stops_the_clock_and_its_end_gives_a_full_window() 
     op_after = resumed.rows[0].operation
     assert op_after is not None and op_after.waiting is None
     assert op_after.deadline == format_time(NOW + 700 + 1800)  # a full window again
+
+
+def test_a_failed_restart_replaces_its_lost_pods_and_returns_to_rotation_once_they_are_ready() -> None:
+    """OME's instances.md: a failed restart leaves the Instance Failed until its pods are ready, and OME replaces
+    lost ones. Any other Failed Instance keeps what it has until it is rebuilt."""
+    leader = pod("s-engine-0-leader-0", runner="leader", gate=False, containers_ready=True, incarnation=2)
+    lost = instance.plan(instance_view("Failed", [leader], incarnation=2, replace_lost=True))
+    assert [p["metadata"]["name"] for p in lost.create_pods] == ["s-engine-0-worker-0"]
+    assert instance.plan(instance_view("Failed", [leader], incarnation=2)).create_pods == ()
+    worker = pod("s-engine-0-worker-0", runner="worker", gate=False, containers_ready=True, incarnation=2)
+    back = instance.plan(instance_view("Failed", [leader, worker], incarnation=2, replace_lost=True))
+    assert back.create_pods == () and [(g[0]["metadata"]["name"], g[1]) for g in back.gates] == [
+        ("s-engine-0-leader-0", True), ("s-engine-0-worker-0", True)]

@@ -14,7 +14,7 @@ import structlog
 from omenative.api import constants as c
 from omenative.api import migration_request, naming
 from omenative.api.defaults import gang_schedule_timeout, ready_timeout
-from omenative.api.phases import CREATING_PHASES
+from omenative.api.phases import CREATING_PHASES, FAILED
 from omenative.api.times import format_time, parse_time
 from omenative.api.types import MigrationStatus
 from omenative.controllers.context import Reads, Writes
@@ -125,7 +125,8 @@ class InstanceController:
             refused_since=refusal.since if refusal is not None and not refusal.lasting else None,
             gang_timeout=float(gang_timeout) if multi and gang_timeout else None,
             in_place=row.operation is not None and row.operation.step == IN_PLACE_STEP,
-            mark_not_ready=mark_not_ready(spec))
+            mark_not_ready=mark_not_ready(spec),
+            replace_lost=row.phase == FAILED and row.operation is not None and row.operation.type == "Restart")
         actions = planner.plan(view)
         if actions.release_gang:
             await self.refusal_cleared(key, ir)  # the next attempt starts the gang's wait over

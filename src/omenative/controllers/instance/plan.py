@@ -56,6 +56,9 @@ class InstanceView:
     # rotation first unless inPlaceUpdateStrategy.markNotReadyDuringLifecycle is false.
     in_place: bool = False
     mark_not_ready: bool = True
+    # A failed restart (OME's instances.md): the Instance stays Failed until its pods are ready, and lost ones are
+    # replaced; its pods enter rotation once they all are.
+    replace_lost: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -193,7 +196,7 @@ def plan(view: InstanceView) -> InstanceActions:
             f"the API server has refused the rest of the gang for {refused_for}, longer than a gang may wait "
             "unscheduled; the whole gang is created again")))
         deletes += [pod for pod, _ in release]
-    elif view.phase in (CREATING, RESTARTING, UPDATING) and view.runners is not None:
+    elif (view.phase in (CREATING, RESTARTING, UPDATING) or view.replace_lost) and view.runners is not None:
         by_name = {f.name: (pod, f) for pod, f in facts}
         for slot in slots(view.runners):
             name = slot.name(ref)
@@ -216,7 +219,8 @@ def plan(view: InstanceView) -> InstanceActions:
 
     # The gang enters rotation together, once every pod's containers are ready (after an in-place update: on the
     # new images, which the kubelet reports once it restarted them).
-    if view.phase in (CREATING, RESTARTING, UPDATING, READY, MIGRATING) and view.runners is not None and not patches:
+    if (view.phase in (CREATING, RESTARTING, UPDATING, READY, MIGRATING) or view.replace_lost) and \
+            view.runners is not None and not patches:
         wanted = pod_count(view.runners)
         live: list[tuple[Obj, PodFacts]] = [(p, f) for p, f in current if not f.terminal]
         moved = not view.in_place or all(f.revision == ref.revision and f.images_current for _, f in live)
