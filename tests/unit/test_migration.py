@@ -156,6 +156,19 @@ def test_the_deadline_fails_the_migration_removes_the_surge_and_the_source_serve
     assert states[0] == "Ready" and states.get(2) in (None, "Deleting")
 
 
+def test_a_failed_migration_leaves_a_source_whose_pods_are_not_ready_failed() -> None:
+    """OME's migration page: the source goes back to Ready, or to Failed if its pods aren't ready."""
+    rows, pods = two_ready()
+    started = migrate(rows, pods, migration_requests=(request(),))
+    pods[0] = on("n1", gang(0, containers_ready=False, gate=False))  # the source's worker broke meanwhile
+    pods[2] = on("n3", gang(2, unschedulable_since=NOW, containers_ready=False))
+    later = migrate(started.rows, pods, migrations=started.migrations, now=NOW + 1801)
+    assert record_of(later).phase == "Failed"
+    source = next(r for r in later.rows if r.index == 0)
+    assert source.phase == "Failed" and source.operation is None
+    assert source.last_failure is not None and source.last_failure.reason == "MigrationFailed"
+
+
 def test_a_wedged_surge_fails_the_migration_as_wedged() -> None:
     rows, pods = two_ready()
     started = migrate(rows, pods, migration_requests=(request(),))

@@ -31,8 +31,9 @@ from omenative.api.migration_request import (
 from omenative.api.migration_request import FAILED as FAILED_PHASE
 from omenative.api.phases import CREATING, DELETING, FAILED, MIGRATING, READY, UPDATING
 from omenative.api.times import format_time, parse_time
-from omenative.api.types import InstanceOperation, InstanceStatus, MigrationStatus
+from omenative.api.types import InstanceOperation, InstanceStatus, LastFailure, MigrationStatus
 from omenative.api.units import format_duration
+from omenative.controllers.inferencereplica.facts import instance_facts
 
 TERMINAL = TERMINAL_PHASES
 MIGRATE = "Migrate"
@@ -124,7 +125,14 @@ class Migrations:
                 rows[surge.index or 0] = self.planner.delete(surge, "migration failed")
             source = rows.get(record.source_instance) if record.source_instance is not None else None
             if source is not None and is_source(source):
-                rows[source.index or 0] = attrs.evolve(source, phase=READY, operation=None)
+                # Back to Ready, or to Failed when its pods are not ready (OME's migration page): a source that lost
+                # a pod meanwhile is repaired as a Failed Instance, not counted as serving.
+                facts = instance_facts(source, self.view.pods.get(source.index or 0, []), self.view.pods_per_instance)
+                rows[source.index or 0] = attrs.evolve(source, phase=READY, operation=None) if facts.ready() else \
+                    attrs.evolve(source, phase=FAILED, operation=None, last_failure=LastFailure(
+                        reason="MigrationFailed", time=format_time(view.now),
+                        message=(f"migration {record.request_uuid} failed: {message}; the source's pods are not "
+                                 "ready")[:512]))
         if reason is not None:
             self.planner.event("Warning" if phase == FAILED_PHASE else "Normal", reason,
                                f"{self.who(record)} {'failed' if phase == FAILED_PHASE else 'ended'}: {message}"
