@@ -270,6 +270,7 @@ def test_a_podgroup_of_another_owner_blocks_the_instance() -> None:
     actions = instance.plan(instance_view("Creating", [], podgroup=theirs))
     assert actions.create_pods == () and actions.apply_podgroup is None
     assert "PodGroupOwnershipConflict" in actions.events[0].message
+    assert actions.conflict == "s-engine-0"  # the controller records it, and the replica fails the Instance
 
 
 def test_a_failed_podgroup_is_replaced_while_restarting() -> None:

@@ -21,6 +21,7 @@ from omenative.observe.refusals import (
     FORBIDDEN,
     INVALID_POD_SPEC,
     NAMESPACE_TERMINATING,
+    PODGROUP_OWNERSHIP_CONFLICT,
     QUOTA_EXCEEDED,
     Refusal,
     classify,
@@ -128,6 +129,22 @@ def test_a_pod_security_refusal_fails_the_instance_at_once_and_counts_toward_the
     assert failed.last_failure.message is not None and "violates PodSecurity" in failed.last_failure.message
     assert [b.state for b in plan.retry_blocks] == ["Backoff"]  # the revision's own fault: it is paced and held
     assert any(e.reason == "InstanceFailed" and "violates PodSecurity" in e.message for e in plan.events)
+
+
+def test_a_podgroup_of_another_owner_fails_the_instance_without_holding_the_revision() -> None:
+    """OME's gang-scheduling page: another owner's PodGroup of the Instance's name fails the Instance, none of whose
+    pods is created. It is not the revision's fault: the retry backoff, not the retry block, paces the next try."""
+    conflict = Refusal(cause=PODGROUP_OWNERSHIP_CONFLICT, verb="create", kind="PodGroup", name="s-engine-0",
+                       message="PodGroup s-engine-0 belongs to another owner", at=NOW, since=NOW, incarnation=1)
+    plan = replica.plan(view([creating()], {0: []}, refusals={0: conflict}))
+    failed = plan.rows[0]
+    assert failed.phase == "Failed" and failed.last_failure is not None
+    assert failed.last_failure.reason == "PodGroupOwnershipConflict"
+    assert failed.last_failure.message == "podgroup create refused: PodGroup s-engine-0 belongs to another owner"
+    assert plan.retry_blocks == []
+    assert [(c.reason, c.message) for c in plan.conditions if c.type == "ReplicaFailure"] == [
+        ("PodGroupOwnershipConflict", "Instance 0: podgroup create refused: PodGroup s-engine-0 belongs to another "
+                                      "owner")]
 
 
 def test_a_gang_refused_in_part_releases_its_created_members_after_the_gang_timeout() -> None:

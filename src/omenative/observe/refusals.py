@@ -26,9 +26,12 @@ QUOTA_EXCEEDED = "QuotaExceeded"
 INVALID_POD_SPEC = "InvalidPodSpec"
 NAMESPACE_TERMINATING = "NamespaceTerminating"
 FORBIDDEN = "Forbidden"
+# Not an answer of the API server: the Instance's PodGroup name is taken by another owner (OME's gang-scheduling
+# page: the Instance fails and none of its pods is created).
+PODGROUP_OWNERSHIP_CONFLICT = "PodGroupOwnershipConflict"
 
 # Causes that do not clear by themselves: the Instance fails and its revision's retry blocks take over.
-LASTING = frozenset({INVALID_POD_SPEC, NAMESPACE_TERMINATING})
+LASTING = frozenset({INVALID_POD_SPEC, NAMESPACE_TERMINATING, PODGROUP_OWNERSHIP_CONFLICT})
 
 
 def classify(status: int, reason: str, message: str) -> str | None:

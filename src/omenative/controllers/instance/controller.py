@@ -27,7 +27,7 @@ from omenative.kube.expectations import expected
 from omenative.kube.gather import gather_all
 from omenative.kube.resources import CONTROLLER_REVISIONS, PODS, Resource
 from omenative.obj import Obj
-from omenative.observe.refusals import LASTING, Refusal, classify
+from omenative.observe.refusals import LASTING, PODGROUP_OWNERSHIP_CONFLICT, Refusal, classify
 from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
 from omenative.render import objects
 from omenative.render.in_place import IN_PLACE_STEP, mark_not_ready
@@ -220,6 +220,15 @@ class InstanceController:
             observed = writes.expectations.creation_observed
             await gather_all([expected(create(PODS, pod), partial(observed, pods_of, pod["metadata"]["name"]))
                               for pod in actions.create_pods])
+        if actions.conflict is not None:
+            # Not a write the API refused, but as lasting: the replica fails the Instance with the cause named.
+            now = reads.wall_clock()
+            refusal = writes.refusals.record(key, Refusal(
+                cause=PODGROUP_OWNERSHIP_CONFLICT, verb="create", kind="PodGroup", name=actions.conflict,
+                message=f"PodGroup {actions.conflict} belongs to another owner", at=now, since=now,
+                incarnation=incarnation))
+            writes.wake("inferencereplica", Refusals.replica_of(key))
+            return refusal
         if refusals:
             # A lasting cause wins: it fails the Instance, where a quota only holds it.
             obj, exc, cause = min(refusals, key=lambda r: r[2] not in LASTING)

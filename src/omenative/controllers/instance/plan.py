@@ -73,6 +73,7 @@ class InstanceActions:
     force_delete_pods: tuple[Obj, ...] = ()  # stuck pods on dead nodes, deleted with no grace
     release_gang: bool = False  # the created members of a partly refused gang are deleted (their GPUs freed)
     patch_pods: tuple[tuple[Obj, Obj], ...] = ()  # (pod, strategic-merge patch): new images set in place
+    conflict: str | None = None  # the PodGroup of this name belongs to another owner: the Instance fails
 
     @property
     def empty(self) -> bool:
@@ -161,6 +162,7 @@ def plan(view: InstanceView) -> InstanceActions:
                                events=tuple(events), wake_in=wake_in, force_delete_pods=tuple(forced))
 
     apply_podgroup = delete_podgroup = None
+    conflict: str | None = None
     podgroup_ready = True
     if view.podgroup_intent is not None and view.phase in (CREATING, RESTARTING, UPDATING, READY, MIGRATING):
         if view.podgroup is None:
@@ -175,9 +177,9 @@ def plan(view: InstanceView) -> InstanceActions:
                     "scheduler")))
         elif not owned_by(view.podgroup, view.owner_uid):
             podgroup_ready = False
+            conflict = view.podgroup["metadata"]["name"]
             events.append(Event(type="Warning", reason="InstanceFailed", message=(
-                f"{prefix} blocked: PodGroupOwnershipConflict: PodGroup {view.podgroup['metadata']['name']} "
-                "belongs to another owner")))
+                f"{prefix} blocked: PodGroupOwnershipConflict: PodGroup {conflict} belongs to another owner")))
         elif (view.podgroup.get("status") or {}).get("phase") == "Failed" and view.phase != READY:
             delete_podgroup = view.podgroup
             podgroup_ready = False
@@ -229,7 +231,8 @@ def plan(view: InstanceView) -> InstanceActions:
 
     return InstanceActions(apply_podgroup=apply_podgroup, delete_podgroup=delete_podgroup, create_pods=tuple(creates),
                            delete_pods=tuple(deletes), gates=tuple(gates), events=tuple(events), wake_in=wake_in,
-                           force_delete_pods=tuple(forced), release_gang=bool(release), patch_pods=tuple(patches))
+                           force_delete_pods=tuple(forced), release_gang=bool(release), patch_pods=tuple(patches),
+                           conflict=conflict)
 
 
 def in_place(view: InstanceView, current: list[tuple[Obj, PodFacts]], gates: list[tuple[Obj, bool, str]],
