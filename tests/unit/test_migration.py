@@ -15,6 +15,7 @@ from omenative.api.types import InstanceStatus, MigrationStatus
 from omenative.controllers.inferencereplica import migration
 from omenative.controllers.inferencereplica import plan as replica
 from omenative.observe.pods import PodFacts
+from omenative.observe.refusals import QUOTA_EXCEEDED, Refusal
 from omenative.render import objects
 from omenative.render.pods import InstanceRef, render_pod, slots
 from omenative.webhook.server import migration_errors
@@ -167,6 +168,25 @@ def test_a_failed_migration_leaves_a_source_whose_pods_are_not_ready_failed() ->
     source = next(r for r in later.rows if r.index == 0)
     assert source.phase == "Failed" and source.operation is None
     assert source.last_failure is not None and source.last_failure.reason == "MigrationFailed"
+
+
+def test_a_refused_surge_is_said_once_and_waits_for_the_deadline() -> None:
+    """OME's MigrationSurgeCreateBlocked: the API server refuses a surge pod (a full quota); OME retries until the
+    deadline."""
+    rows, pods = two_ready()
+    first = migrate(rows, pods, migration_requests=(request(),))
+    quota = Refusal(cause=QUOTA_EXCEEDED, verb="create", kind="Pod", name="s-engine-2-leader-0",
+                    message='pods "s-engine-2-leader-0" is forbidden: exceeded quota: q', at=NOW, since=NOW,
+                    incarnation=1)
+    blocked = migrate(first.rows, pods, migrations=first.migrations, refusals={2: quota})
+    record = record_of(blocked)
+    assert record.phase == "SurgePending"
+    assert record.message == "waiting: surge create refused: pod create refused: exceeded quota: q"
+    assert [e.message for e in blocked.events if e.reason == "MigrationSurgeCreateBlocked"] == [
+        f"OMENative migration uuid={UUID} surge instance=2 create blocked: pod create refused: exceeded quota: q; "
+        "retrying until the deadline"]
+    again = migrate(blocked.rows, pods, migrations=blocked.migrations, refusals={2: quota}, now=NOW + 30)
+    assert "MigrationSurgeCreateBlocked" not in reasons(again) and record_of(again).phase == "SurgePending"
 
 
 def test_a_wedged_surge_fails_the_migration_as_wedged() -> None:

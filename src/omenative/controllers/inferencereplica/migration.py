@@ -297,6 +297,16 @@ class Migrations:
             event = "MigrationSurgeWedged" if reason in WEDGED else "MigrationRequestRejected"
             detail = failure.message if failure is not None and failure.message else reason or "failed"
             return self.end(record, FAILED_PHASE, f"surge instance={surge.index} failed: {detail}", event, rows)
+        refusal = view.refusals.get(surge.index or 0)
+        if record.phase == SURGE_PENDING and refusal is not None and not refusal.lasting and \
+                refusal.incarnation == (surge.incarnation or 1):
+            # The API server refuses the surge's pods (a full quota): said once per request, retried until the
+            # deadline (OME's MigrationSurgeCreateBlocked).
+            if not (record.message or "").startswith(SURGE_BLOCKED):
+                self.planner.event("Warning", "MigrationSurgeCreateBlocked", (
+                    f"{self.who(record)} surge instance={surge.index} create blocked: {refusal.summary()}; retrying "
+                    "until the deadline"))
+            return attrs.evolve(record, message=f"{SURGE_BLOCKED}: {refusal.summary()}")
         if record.phase == SURGE_PENDING:
             if surge.phase == READY:
                 self.planner.wake_at(view.now + 0.05)  # SurgeReady is written; the drain starts in the next pass
@@ -328,6 +338,7 @@ class Migrations:
         return [r for r in self.records if r.phase not in TERMINAL or r.request_uuid in keep]
 
 
+SURGE_BLOCKED = "waiting: surge create refused"
 UNCONFIGURED = "waiting: migration caps are not configured (audit.maxMigrationsPerWindow, audit.window, " \
                "audit.maxInFlightMigrations)"
 
