@@ -17,6 +17,7 @@ from omenative.controllers.inferencereplica import plan as replica
 from omenative.observe.pods import PodFacts
 from omenative.observe.refusals import QUOTA_EXCEEDED, Refusal
 from omenative.render import objects
+from omenative.render.placement import allowed_nodes
 from omenative.render.pods import InstanceRef, render_pod, slots
 from omenative.webhook.server import migration_errors
 from tests.unit.test_planners import NOW, gang, row, view
@@ -329,3 +330,28 @@ def test_scale_bounds_and_ownership_come_from_the_service_then_the_runtime(
     from omenative.kubectl_ome.scale import ownership
 
     assert ownership({"spec": {"engine": spec}}, runtime, "engine") == expected
+
+
+@pytest.mark.parametrize(("spec", "allowed"), [
+    ({}, None),
+    ({"nodeName": "n1"}, frozenset({"n1"})),
+    ({"nodeSelector": {"kubernetes.io/hostname": "n1", "gpu": "a100"}}, frozenset({"n1"})),
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1", "n2"]}]}]}}}},
+     frozenset({"n1", "n2"})),
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]},
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}}, None),  # a term allows any
+])
+def test_the_nodes_a_template_allows(spec: dict[str, Any], allowed: frozenset[str] | None) -> None:
+    assert allowed_nodes([{"name": "default", "size": 1, "template": {"spec": spec}}]) == allowed
+
+
+def test_a_source_pinned_to_its_node_is_refused_with_node_affinity_conflict() -> None:
+    rows, pods = two_ready()
+    plan = migrate(rows, pods, migration_requests=(request(),), allowed_nodes={"rev1": frozenset({"n1"})})
+    record = record_of(plan)
+    assert (record.phase, record.message) == (
+        "Failed", "instance 0's node affinity requires node n1, which a surge must leave")
+    assert "MigrationNodeAffinityConflict" in reasons(plan)
+    assert {r.index: r.phase for r in plan.rows} == {0: "Ready", 1: "Ready"}

@@ -40,7 +40,7 @@ from omenative.obj import Obj
 from omenative.observe.pods import PodFacts, is_true, pod_facts
 from omenative.observe.refusals import classify
 from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
-from omenative.render import objects
+from omenative.render import objects, placement
 from omenative.render.in_place import images_only
 from omenative.render.pods import pod_count, scale_limit
 
@@ -253,7 +253,19 @@ class InferenceReplicaController:
             unknown_nodes=self.unknown_nodes(pods),
             in_place_from=self.in_place_from(ir, isvc, component, revision, runners)
             if strategy.get("type") in IN_PLACE_STRATEGIES and not multi else frozenset(),
+            allowed_nodes=self.allowed_nodes(ir, isvc, component) if migration_request.request_keys(annotations)
+            or any(migration_request.active([MigrationStatus.from_dict(m) for m in status.get("migrations") or []
+                                             if isinstance(m, dict)])) else {},
         )
+
+    def allowed_nodes(self, ir: Obj, isvc: str, component: str) -> dict[str, frozenset[str]]:
+        """By revision the Instances run, the nodes its templates allow, where they name nodes."""
+        out = {}
+        for rev in {r.running_revision for r in self.reads.rows.of(ir).values() if r.running_revision}:
+            allowed = placement.allowed_nodes(self.revision_runners(ir, isvc, component, rev))
+            if allowed is not None:
+                out[rev] = allowed
+        return out
 
     def revision_runners(self, ir: Obj, isvc: str, component: str, revision: str) -> list[Obj] | None:
         """A revision's runners: the spec's for its own revision, else its ControllerRevision's (None: unknown)."""

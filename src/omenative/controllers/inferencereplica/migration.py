@@ -244,6 +244,11 @@ class Migrations:
             message = f"from_node={record.from_node} does not host instance {source.index} (its pods run on " \
                       f"{', '.join(nodes) or 'no node'})"
             return self.end(record, FAILED_PHASE, message, "MigrationFromNodeMismatch", rows)
+        allowed = view.allowed_nodes.get(source.running_revision or source.target_revision or "")
+        if allowed is not None and allowed <= {record.from_node}:
+            message = f"instance {source.index}'s node affinity requires node {record.from_node}, which a surge " \
+                      "must leave"
+            return self.end(record, FAILED_PHASE, message, "MigrationNodeAffinityConflict", rows)
         if self.caps.max_per_window is not None and self.caps.window is not None:
             since = view.now - self.caps.window
             started = sum(1 for r in self.records if (t := parse_time(r.allocated_at)) is not None and t >= since)

@@ -77,6 +77,9 @@ class ReplicaView:
     # Revisions whose Instances reach the update revision by new container images alone (single-pod ones): under
     # InPlaceIfPossible and InPlaceOnly they keep their pod.
     in_place_from: frozenset[str] = frozenset()
+    # The nodes the templates of a revision allow, by revision, where they name nodes (a migration off the only one
+    # is refused with MigrationNodeAffinityConflict).
+    allowed_nodes: Mapping[str, frozenset[str]] = attrs.field(factory=dict)
 
     def revision_name(self, revision: str | None) -> str:
         return f"{self.revision_prefix}{revision or ''}"
