@@ -107,6 +107,28 @@ async def _equal(got: Awaitable[set[str]], want: set[str]) -> bool:
 CLIQUE, ZONE = "nvidia.com/gpu.clique", "topology.kubernetes.io/zone"
 
 
+def single_pod_runtime(name: str) -> Obj:
+    """The multi-node guide's runtime with its leader's container as a single pod's."""
+    runtime, _, _ = copy.deepcopy(seed_yaml_blocks(MULTI_NODE_SEED))
+    engine = runtime["spec"]["engineConfig"]
+    engine["runner"] = engine.pop("leader")["runner"]
+    engine.pop("worker")
+    runtime["metadata"]["name"] = name
+    return dict(runtime)
+
+
+def single_pod_isvc(name: str, namespace: str, runtime: str, **engine: Any) -> Obj:
+    """An OMENative InferenceService of qwen3-0-6b on `runtime`, with these engine fields."""
+    return {"apiVersion": c.API_VERSION, "kind": "InferenceService", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"deploymentMode": "OMENative", "model": {"name": "qwen3-0-6b"}, "runtime": {"name": runtime},
+                     "engine": engine}}
+
+
+async def remove(control_plane: ControlPlane, namespace: str, isvc: str, runtime: str) -> None:
+    await control_plane.kubectl("delete", "inferenceservice", isvc, "-n", namespace, "--wait=false", check=False)
+    await control_plane.kubectl("delete", "clusterservingruntime", runtime, "--ignore-not-found")
+
+
 async def model_on(control_plane: ControlPlane, model_agent: ModelAgent, nodes: list[str]) -> None:
     """qwen3-0-6b Ready on exactly these nodes (the pods select them by the model's label)."""
     await control_plane.kubectl("apply", "-f", str(CATALOG / "models" / "Qwen" / "Qwen3-0.6B.yaml"))
@@ -164,8 +186,7 @@ async def test_a_topology_key_keeps_every_worker_in_its_leaders_domain(
                               "jsonpath={.metadata.annotations.ome\\.io/topology-key}")
         assert group.stdout == CLIQUE
     finally:
-        await kubectl("delete", "inferenceservice", "clique", "-n", namespace, "--wait=false", check=False)
-        await kubectl("delete", "clusterservingruntime", "srt-clique", "--ignore-not-found")
+        await remove(control_plane, namespace, "clique", "srt-clique")
 
 
 async def test_a_required_spread_puts_the_instances_in_different_zones_and_waits_for_room(
@@ -180,16 +201,9 @@ async def test_a_required_spread_puts_the_instances_in_different_zones_and_waits
     zone_a = [await sim_nodes("gpu", labels={ZONE: "zone-a"}), await sim_nodes("gpu", labels={ZONE: "zone-a"})]
     no_gpu = await sim_nodes("cpu", gpus=0, labels={ZONE: "zone-b"})
     await model_on(control_plane, model_agent, [*zone_a, no_gpu])
-    runtime, _, isvc = copy.deepcopy(seed_yaml_blocks(MULTI_NODE_SEED))
-    engine = runtime["spec"]["engineConfig"]
-    runner = engine.pop("leader")["runner"]
-    engine.pop("worker")
-    engine["runner"] = runner
-    runtime["metadata"]["name"] = "srt-spread"
-    isvc["metadata"] = {"name": "spread", "namespace": namespace}
-    isvc["spec"] = {"deploymentMode": "OMENative", "model": {"name": "qwen3-0-6b"}, "runtime": {"name": "srt-spread"},
-                    "engine": {"minReplicas": 2, "maxReplicas": 2, "topologySpread": "Required",
-                               "topologySpreadKey": ZONE}}
+    runtime = single_pod_runtime("srt-spread")
+    isvc = single_pod_isvc("spread", namespace, "srt-spread", minReplicas=2, maxReplicas=2, topologySpread="Required",
+                           topologySpreadKey=ZONE)
     try:
         await kubectl("apply", "-f", write_yaml(tmp_path, "rt.yaml", runtime))
         await kubectl("apply", "-f", write_yaml(tmp_path, "isvc.yaml", isvc))
@@ -224,8 +238,7 @@ async def test_a_required_spread_puts_the_instances_in_different_zones_and_waits
                             "WHEN:.spec.topologySpreadConstraints[*].whenUnsatisfiable")
         assert [line.split() for line in out.stdout.splitlines()] == [[ZONE, "DoNotSchedule"]] * 2
     finally:
-        await kubectl("delete", "inferenceservice", "spread", "-n", namespace, "--wait=false", check=False)
-        await kubectl("delete", "clusterservingruntime", "srt-spread", "--ignore-not-found")
+        await remove(control_plane, namespace, "spread", "srt-spread")
 
 
 async def test_the_model_reference_kind_decides_where_the_model_is_looked_up(
@@ -270,18 +283,7 @@ async def test_the_model_reference_kind_decides_where_the_model_is_looked_up(
         out = await kubectl("get", "inferencereplica", "kind-engine", "-n", namespace, "-o", "name")
         assert out.stdout.strip() == "inferencereplica.ome.io/kind-engine"
     finally:
-        await kubectl("delete", "inferenceservice", "kind", "-n", namespace, "--wait=false", check=False)
-        await kubectl("delete", "clusterservingruntime", "srt-kind", "--ignore-not-found")
-
-
-def single_pod_runtime(name: str) -> Obj:
-    """The multi-node guide's runtime with its leader's container as a single pod's."""
-    runtime, _, _ = copy.deepcopy(seed_yaml_blocks(MULTI_NODE_SEED))
-    engine = runtime["spec"]["engineConfig"]
-    engine["runner"] = engine.pop("leader")["runner"]
-    engine.pop("worker")
-    runtime["metadata"]["name"] = name
-    return dict(runtime)
+        await remove(control_plane, namespace, "kind", "srt-kind")
 
 
 async def engine_pods(control_plane: ControlPlane, namespace: str, isvc: str) -> dict[str, Obj]:
@@ -302,12 +304,8 @@ async def test_in_place_updates_keep_the_pods_for_image_changes_only(
     nodes = [await sim_nodes("gpu"), await sim_nodes("gpu")]
     await model_on(control_plane, model_agent, nodes)
     runtime = single_pod_runtime("srt-inplace")
-    isvc = {"apiVersion": c.API_VERSION, "kind": "InferenceService",
-            "metadata": {"name": "inplace", "namespace": namespace},
-            "spec": {"deploymentMode": "OMENative", "model": {"name": "qwen3-0-6b"},
-                     "runtime": {"name": "srt-inplace"},
-                     "engine": {"minReplicas": 2, "maxReplicas": 2, "lifecycle": {"updateStrategy": {
-                         "type": "InPlaceIfPossible", "rollingUpdate": {"maxUnavailable": 1}}}}}}
+    isvc = single_pod_isvc("inplace", namespace, "srt-inplace", minReplicas=2, maxReplicas=2, lifecycle={
+        "updateStrategy": {"type": "InPlaceIfPossible", "rollingUpdate": {"maxUnavailable": 1}}})
     runner = runtime["spec"]["engineConfig"]["runner"]
 
     async def apply_runtime() -> None:
@@ -384,8 +382,7 @@ async def test_in_place_updates_keep_the_pods_for_image_changes_only(
         assert {p["metadata"]["uid"] for p in (await engine_pods(control_plane, namespace, "inplace")).values()} \
             == {p["metadata"]["uid"] for p in recreated.values()}
     finally:
-        await kubectl("delete", "inferenceservice", "inplace", "-n", namespace, "--wait=false", check=False)
-        await kubectl("delete", "clusterservingruntime", "srt-inplace", "--ignore-not-found")
+        await remove(control_plane, namespace, "inplace", "srt-inplace")
 
 
 async def test_an_instance_failing_on_a_bad_node_is_relocated_off_it(
@@ -400,10 +397,7 @@ async def test_an_instance_failing_on_a_bad_node_is_relocated_off_it(
     bad = await sim_nodes("broken")
     await model_on(control_plane, model_agent, [bad])
     runtime = single_pod_runtime("srt-relocate")
-    isvc = {"apiVersion": c.API_VERSION, "kind": "InferenceService",
-            "metadata": {"name": "relocate", "namespace": namespace},
-            "spec": {"deploymentMode": "OMENative", "model": {"name": "qwen3-0-6b"},
-                     "runtime": {"name": "srt-relocate"}, "engine": {"minReplicas": 1, "maxReplicas": 1}}}
+    isvc = single_pod_isvc("relocate", namespace, "srt-relocate", minReplicas=1, maxReplicas=1)
     try:
         await kubectl("apply", "-f", write_yaml(tmp_path, "rt.yaml", runtime))
         await kubectl("apply", "-f", write_yaml(tmp_path, "isvc.yaml", isvc))
@@ -439,5 +433,4 @@ async def test_an_instance_failing_on_a_bad_node_is_relocated_off_it(
         assert messages == [f"OMENative component=engine instance=0 relocated off node {bad}: its attempt failed "
                             f"there ({records[0]['reason']}); relocation 1 of 3"]
     finally:
-        await kubectl("delete", "inferenceservice", "relocate", "-n", namespace, "--wait=false", check=False)
-        await kubectl("delete", "clusterservingruntime", "srt-relocate", "--ignore-not-found")
+        await remove(control_plane, namespace, "relocate", "srt-relocate")

@@ -14,6 +14,7 @@ from typing import Generic, Protocol, TypeVar
 import attrs
 
 from omenative.api import constants as c
+from omenative.api import naming
 from omenative.api.config import ControllerConfig
 from omenative.api.instance_status import decode_rows
 from omenative.api.selection import model_scopes, runtime_scopes
@@ -27,7 +28,7 @@ from omenative.kube.events import EventRecorder
 from omenative.kube.expectations import Expectations, WriteExpectations
 from omenative.kube.informers import Caches
 from omenative.kube.queue import WorkQueue
-from omenative.kube.resources import CRDS, ENDPOINT_SLICES, NODES, Resource
+from omenative.kube.resources import CONTROLLER_REVISIONS, CRDS, ENDPOINT_SLICES, NODES, Resource
 from omenative.obj import Obj
 from omenative.observe.nodes import NodeHealth, node_health
 from omenative.ome_resources import (
@@ -254,3 +255,13 @@ class Context:
 
     def podgroups_cached(self) -> bool:
         return self.caches.synced(PODGROUPS)
+
+
+def revision_runners(reads: Reads, ir: Obj, isvc: str, component: str, revision: str | None) -> list[Obj] | None:
+    """A revision's runners: the InferenceReplica's own for its current revision (or none named), else its
+    ControllerRevision's; None while unknown."""
+    if not revision or revision == reads.revisions.of(ir):
+        return list((ir.get("spec") or {}).get("runners") or []) or None
+    name = naming.revision_name(isvc, component, revision)
+    stored = reads.get(CONTROLLER_REVISIONS, ir["metadata"]["namespace"], name)
+    return ((stored or {}).get("data") or {}).get("runners")

@@ -26,7 +26,7 @@ from omenative.api.times import parse_time
 from omenative.api.types import MigrationStatus, RetryBlock, RolloutHold
 from omenative.api.units import InvalidValue, format_duration, optional_duration
 from omenative.controllers import audit, fleet_metrics
-from omenative.controllers.context import Reads, Writes
+from omenative.controllers.context import Reads, Writes, revision_runners
 from omenative.controllers.inferencereplica import plan as planner
 from omenative.controllers.inferencereplica import requests, revisions
 from omenative.controllers.inferencereplica.migration import Caps
@@ -211,6 +211,7 @@ class InferenceReplicaController:
         desired = desired_instances(ir)
         limit = scale_limit(ir)
         capped = (desired, limit[1]) if limit is not None and desired > limit[0] else None
+        migrations = [MigrationStatus.from_dict(m) for m in status.get("migrations") or [] if isinstance(m, dict)]
         return planner.ReplicaView(
             component=component,
             replicas=min(desired, limit[0]) if capped and limit else desired,
@@ -240,7 +241,7 @@ class InferenceReplicaController:
             reset_request=annotations.get(requests.RESET_ANNOTATION),
             release_request=annotations.get(requests.RELEASE_ANNOTATION),
             migration_requests=tuple((k, annotations[k]) for k in migration_request.request_keys(annotations)),
-            migrations=[MigrationStatus.from_dict(m) for m in status.get("migrations") or [] if isinstance(m, dict)],
+            migrations=migrations,
             migration_mode=(lifecycle.get("migrationPolicy") or {}).get("mode") or "Auto",
             migration_caps=migration_caps(reads.config),
             who=f"InferenceReplica {meta['namespace']}/{meta['name']} component={component}",
@@ -253,35 +254,26 @@ class InferenceReplicaController:
             unknown_nodes=self.unknown_nodes(pods),
             in_place_from=self.in_place_from(ir, isvc, component, revision, runners)
             if strategy.get("type") in IN_PLACE_STRATEGIES and not multi else frozenset(),
-            allowed_nodes=self.allowed_nodes(ir, isvc, component) if migration_request.request_keys(annotations)
-            or any(migration_request.active([MigrationStatus.from_dict(m) for m in status.get("migrations") or []
-                                             if isinstance(m, dict)])) else {},
+            allowed_nodes=self.allowed_nodes(ir, isvc, component)
+            if migration_request.request_keys(annotations) or migration_request.active(migrations) else {},
         )
 
     def allowed_nodes(self, ir: Obj, isvc: str, component: str) -> dict[str, frozenset[str]]:
         """By revision the Instances run, the nodes its templates allow, where they name nodes."""
         out = {}
         for rev in {r.running_revision for r in self.reads.rows.of(ir).values() if r.running_revision}:
-            allowed = placement.allowed_nodes(self.revision_runners(ir, isvc, component, rev))
+            allowed = placement.allowed_nodes(revision_runners(self.reads, ir, isvc, component, rev))
             if allowed is not None:
                 out[rev] = allowed
         return out
 
-    def revision_runners(self, ir: Obj, isvc: str, component: str, revision: str) -> list[Obj] | None:
-        """A revision's runners: the spec's for its own revision, else its ControllerRevision's (None: unknown)."""
-        if revision == self.reads.revisions.of(ir):
-            return list((ir.get("spec") or {}).get("runners") or []) or None
-        stored = self.reads.get(CONTROLLER_REVISIONS, ir["metadata"]["namespace"],
-                                naming.revision_name(isvc, component, revision))
-        return ((stored or {}).get("data") or {}).get("runners")
-
     def in_place_from(self, ir: Obj, isvc: str, component: str, target: str, runners: list[Obj]) -> frozenset[str]:
         """The revisions the Instances run that reach `target` by new container images alone."""
-        wanted = self.revision_runners(ir, isvc, component, target) or runners
+        wanted = revision_runners(self.reads, ir, isvc, component, target) or runners
         running = {r.running_revision for r in self.reads.rows.of(ir).values()
                    if r.running_revision and r.running_revision != target}
         return frozenset(rev for rev in running
-                         if images_only(self.revision_runners(ir, isvc, component, rev), wanted))
+                         if images_only(revision_runners(self.reads, ir, isvc, component, rev), wanted))
 
     def unknown_nodes(self, pods: dict[int, list[PodFacts]]) -> frozenset[str]:
         """The nodes of the replica's pods that do not report Ready (known only where nodes are watched)."""

@@ -17,7 +17,7 @@ from omenative.api.defaults import gang_schedule_timeout, ready_timeout
 from omenative.api.phases import CREATING_PHASES, FAILED
 from omenative.api.times import format_time, parse_time
 from omenative.api.types import MigrationStatus
-from omenative.controllers.context import Reads, Writes
+from omenative.controllers.context import Reads, Writes, revision_runners
 from omenative.controllers.instance import plan as planner
 from omenative.controllers.refusals import Refusals
 from omenative.controllers.watches import BY_INSTANCE, PodsOf
@@ -25,7 +25,7 @@ from omenative.kube.client import ApiError
 from omenative.kube.controller import Result
 from omenative.kube.expectations import expected
 from omenative.kube.gather import gather_all
-from omenative.kube.resources import CONTROLLER_REVISIONS, PODS, Resource
+from omenative.kube.resources import PODS, Resource
 from omenative.obj import Obj
 from omenative.observe.refusals import LASTING, PODGROUP_OWNERSHIP_CONFLICT, Refusal, classify
 from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
@@ -57,15 +57,6 @@ class InstanceController:
         self.reads = reads
         self.writes = writes
 
-    def runners_for(self, ir: Obj, isvc: str, component: str, revision: str | None) -> list[Obj] | None:
-        spec = ir.get("spec") or {}
-        runners: list[Obj] = spec.get("runners") or []
-        if not revision or revision == self.reads.revisions.of(ir):
-            return runners or None
-        stored = self.reads.get(CONTROLLER_REVISIONS, ir["metadata"]["namespace"],
-                              naming.revision_name(isvc, component, revision))
-        return ((stored or {}).get("data") or {}).get("runners")
-
     async def reconcile(self, key: str) -> Result | None:
         reads, writes = self.reads, self.writes
         namespace, replica, index = split_instance_key(key)
@@ -85,7 +76,7 @@ class InstanceController:
         spec: Obj = ir.get("spec") or {}
         isvc = (spec.get("parentRef") or {}).get("name") or replica
         component = spec.get("component") or c.ENGINE
-        runners = self.runners_for(ir, isvc, component, row.target_revision)
+        runners = revision_runners(reads, ir, isvc, component, row.target_revision)
         multi = runners is not None and any(r.get("name") == c.RUNNER_LEADER for r in runners)
         gang = multi and reads.podgroup_crd_installed()
         podgroup_name = naming.podgroup_name(isvc, component, index) if gang else None
