@@ -5,7 +5,8 @@
 #
 #   hack/build-binaries.sh              the control plane
 #   hack/build-binaries.sh --real-node  also kubelet, kube-proxy, CoreDNS and the stand-in (hack/cluster.sh --real-node)
-#   hack/build-binaries.sh --kueue      also Kueue's manager (hack/cluster.sh --kueue); both flags may be given
+#   hack/build-binaries.sh --kueue      also Kueue's manager (hack/cluster.sh --kueue)
+#   hack/build-binaries.sh --keda       also KEDA's operator and metrics adapter (hack/cluster.sh --keda); flags combine
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib/versions.sh
@@ -112,12 +113,24 @@ build_kueue() {  # optional (hack/cluster.sh up --kueue): Kueue's manager, from 
   build_patched kueue "sigs.k8s.io/kueue@$KUEUE_VERSION" "$here/sim/kueue-metrics-cert-dir.patch" ./cmd/kueue
 }
 
+build_keda() {  # optional (hack/cluster.sh up --keda): KEDA's operator and its external-metrics adapter
+  local src work name package
+  src=$(go mod download -json "github.com/kedacore/keda/v2@$KEDA_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  for name in keda-operator keda-adapter; do
+    missing "$name" || continue
+    package=./cmd/operator; [[ $name == keda-adapter ]] && package=./cmd/adapter
+    timed_build "$name" bash -c "cd '$src' && go build -trimpath -ldflags '-s -w' -o '$bin/$name.tmp' $package && mv '$bin/$name.tmp' '$bin/$name'"
+  done
+}
+
 real_node=false
 kueue=false
+keda=false
 for arg in "$@"; do
   case "$arg" in
     --real-node) real_node=true ;;
     --kueue) kueue=true ;;
+    --keda) keda=true ;;
     *) log "unknown argument: $arg"; exit 2 ;;
   esac
 done
@@ -139,6 +152,10 @@ fi
 if [[ $kueue == true ]]; then
   build_kueue
   wanted+=(kueue)
+fi
+if [[ $keda == true ]]; then
+  build_keda
+  wanted+=(keda-operator keda-adapter)
 fi
 for n in "${wanted[@]}"; do
   [[ -x "$bin/$n" ]] || { log "missing after build: $bin/$n"; exit 1; }

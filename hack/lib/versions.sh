@@ -19,5 +19,8 @@ CONTROL_PLANE_BINARIES=(etcd kube-apiserver kube-controller-manager kube-schedul
 COREDNS_VERSION=v1.14.7
 # Optional parts, built only when asked for (hack/cluster.sh up --kueue).
 KUEUE_VERSION=v0.17.0
+# KEDA's operator and metrics adapter (hack/cluster.sh up --keda). v2.21.1 needs Go 1.27.4, newer than this machine's
+# Go 1.26 and than the one toolchain the module proxy may serve here (go1.27.3); v2.21.0 builds with Go 1.26.
+KEDA_VERSION=v2.21.0
 # The real node's (hack/cluster.sh --real-node): built only when asked for.
 REAL_NODE_BINARIES=(kubelet kube-proxy coredns standin)

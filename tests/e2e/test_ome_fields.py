@@ -434,3 +434,76 @@ async def test_an_instance_failing_on_a_bad_node_is_relocated_off_it(
                             f"there ({records[0]['reason']}); relocation 1 of 3"]
     finally:
         await remove(control_plane, namespace, "relocate", "srt-relocate")
+
+
+async def test_a_single_pod_surge_keeps_the_index_and_alternates_the_ordinal(
+    control_plane: ControlPlane, api: client.ApiClient, omenative: ControllerProcess, sim_nodes: NodeFactory,
+    model_agent: ModelAgent, namespace: str, tmp_path: Path,
+) -> None:
+    """OME's SurgeThenDrain for a single pod: the new pod takes the Instance's other ordinal
+    (`...-engine-0-default-1` replaces `...-engine-0-default-0`), the Instance keeps its index and incarnation, and
+    `activeOrdinal` records the slot; the next update moves it back."""
+    kubectl = control_plane.kubectl
+    describe = lambda: describe_namespace(api, namespace)  # noqa: E731
+    nodes = [await sim_nodes("gpu"), await sim_nodes("gpu"), await sim_nodes("gpu")]
+    await model_on(control_plane, model_agent, nodes)
+    runtime = single_pod_runtime("srt-slots")
+    isvc = single_pod_isvc("slots", namespace, "srt-slots", minReplicas=2, maxReplicas=2, lifecycle={
+        "updateStrategy": {"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 1}}})
+    runner = runtime["spec"]["engineConfig"]["runner"]
+
+    async def moved_to(image: str, ordinal: int) -> dict[str, Obj]:
+        async def done() -> dict[str, Obj] | None:
+            pods = await engine_pods(control_plane, namespace, "slots")
+            status = json.loads((await kubectl("get", "inferencereplica", "slots-engine", "-n", namespace, "-o",
+                                               "json")).stdout).get("status") or {}
+            if sorted(pods) == [f"slots-engine-{i}-default-{ordinal}" for i in (0, 1)] and \
+                    {x["image"] for p in pods.values() for x in p["spec"]["containers"]} == {image} and \
+                    status.get("readyReplicas") == 2 and status.get("currentRevision") == status.get("updateRevision"):
+                return pods
+            return None
+
+        return await wait_for(done, timeout=120, what=f"both pods in slot {ordinal} on {image}", describe=describe)
+
+    async def slot_of(index: int) -> str:
+        out = await kubectl("ome", "instance", "status", "slots", str(index), "--component", "engine", "-n",
+                            namespace)
+        return next(line.split(None, 1)[1] for line in out.stdout.splitlines() if line.startswith("lifecycle"))
+
+    try:
+        await kubectl("apply", "-f", write_yaml(tmp_path, "rt.yaml", runtime))
+        await kubectl("apply", "-f", write_yaml(tmp_path, "isvc.yaml", isvc))
+        first = await moved_to(runner["image"], 0)
+        assert (await slot_of(0)).startswith("activeOrdinal=0 ")
+
+        # 1. A new image: each Instance's new pod comes up in slot 1, then its old pod drains.
+        runner["image"] = "docker.io/lmsysorg/sglang:v0.5.6-cu129-amd64"
+        await kubectl("apply", "-f", write_yaml(tmp_path, "rt.yaml", runtime))
+        second = await moved_to(runner["image"], 1)
+        for index in (0, 1):
+            labels = second[f"slots-engine-{index}-default-1"]["metadata"]["labels"]
+            assert (labels[c.LABEL_INSTANCE_INDEX], labels[c.LABEL_INCARNATION], labels[c.LABEL_POD_ORDINAL]) == (
+                str(index), "1", "1")
+            assert (await slot_of(index)).startswith("activeOrdinal=1 ")
+        assert not set(first) & set(second)
+        rows = await kubectl("get", "inferencereplica", "slots-engine", "-n", namespace, "-o",
+                             "jsonpath={range .status.instanceStatuses[*]}{.index}:{.activeOrdinal}:"
+                             "{.incarnation} {end}")
+        assert rows.stdout.split() == ["0:1:1", "1:1:1"], rows.stdout
+        events = await kubectl("get", "events", "-n", namespace, "--field-selector", "reason=InstanceReplaced",
+                               "-o", "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}")
+        assert sorted(events.stdout.splitlines()) == [
+            f"OMENative component=engine instance={i} pod slots-engine-{i}-default-0 replaced by "
+            f"slots-engine-{i}-default-1 (revision={second[f'slots-engine-{i}-default-1']['metadata']['labels'][c.LABEL_REVISION_HASH]})"  # noqa: E501
+            for i in (0, 1)], events.stdout
+
+        # 2. The next update moves them back to slot 0; the index never changes.
+        runner["image"] = "docker.io/lmsysorg/sglang:v0.5.7-cu129-amd64"
+        await kubectl("apply", "-f", write_yaml(tmp_path, "rt.yaml", runtime))
+        await moved_to(runner["image"], 0)
+        assert (await slot_of(1)).startswith("activeOrdinal=0 ")
+        rows = await kubectl("get", "inferencereplica", "slots-engine", "-n", namespace, "-o",
+                             "jsonpath={.status.instanceStatuses[*].index}")
+        assert rows.stdout.split() == ["0", "1"]
+    finally:
+        await remove(control_plane, namespace, "slots", "srt-slots")

@@ -13,7 +13,7 @@ Invariants, checked from every pod version a watch delivers during the run and f
 - converges: the operation's end state is reached within the deadline.
 
     python -m tests.support.chaos [--runs 30] [--scenarios create,restart,update,scale-down,teardown,group-update,
-                                                            canary,canary-rollback]
+                                                            canary,canary-rollback,migrate,single-update]
 """
 
 from __future__ import annotations
@@ -48,7 +48,10 @@ LIFECYCLE = ("create", "restart", "update", "scale-down", "teardown")
 # rolled back from it.
 ROLLOUTS = ("group-update", "canary", "canary-rollback")
 MIGRATIONS = ("migrate",)
-SCENARIOS = LIFECYCLE + ROLLOUTS + MIGRATIONS
+# A single pod's SurgeThenDrain update (issue 28): the Instance keeps its index and its pod moves to the other name
+# slot, the slot (activeOrdinal) and the step kept in the API.
+SINGLE_POD = ("single-update",)
+SCENARIOS = LIFECYCLE + ROLLOUTS + MIGRATIONS + SINGLE_POD
 CANARY_STEPS = [{"capacity": "25%", "traffic": 10, "pause": {}}, {"capacity": "100%", "traffic": 100}]
 KILL_WINDOW = 1.0  # seconds after the operation starts, when no calibrated window is given
 IMAGE = "example.invalid/server:1"
@@ -65,6 +68,17 @@ def inference_service(name: str, namespace: str, replicas: int, image: str = IMA
             "spec": {"deploymentMode": "OMENative", "engine": {
                 "minReplicas": replicas, "maxReplicas": replicas, "tolerations": toleration,
                 "leader": {"runner": dict(runner)}, "worker": {"size": 1, "runner": dict(runner)},
+                "lifecycle": {"updateStrategy": {"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 1}}}}}}
+
+
+def single_pod_service(name: str, namespace: str, replicas: int, image: str = IMAGE) -> Obj:
+    """A single-pod OMENative InferenceService updated by SurgeThenDrain, one Instance at a time."""
+    toleration = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    return {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"deploymentMode": "OMENative", "engine": {
+                "minReplicas": replicas, "maxReplicas": replicas, "tolerations": toleration,
+                "runner": {"name": "ome-container", "image": image, "resources": {"requests": {"cpu": "1"}}},
                 "lifecycle": {"updateStrategy": {"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 1}}}}}}
 
 
@@ -112,6 +126,7 @@ class PodWatch:
         self.created: dict[str, str] = {}  # uid -> "name@incarnation", in the order they were first seen
         self.violations: list[str] = []
         self.max_instances = 0
+        self.max_pods = 0
         self.initial: set[str] = set()  # uids of the pods there when the watch started
         self.task: asyncio.Task[None] | None = None
 
@@ -143,12 +158,14 @@ class PodWatch:
             self.live.pop(meta["name"], None)
             return
         self.live[meta["name"]] = pod
-        ranks: dict[tuple[str, str, str, str], str] = {}
+        ranks: dict[tuple[str, str, str, str, str], str] = {}
         instances: set[tuple[str, str]] = set()
         for name, other in self.live.items():
             labels = other["metadata"].get("labels") or {}
+            # A single pod's surge runs in its Instance's other name slot (ordinal), beside the pod it replaces.
             slot = (labels.get("component", ""), labels.get("ome.io/instance-index", ""),
-                    labels.get("ome.io/instance-incarnation", ""), labels.get("ome.io/runner", ""))
+                    labels.get("ome.io/instance-incarnation", ""), labels.get("ome.io/runner", ""),
+                    labels.get("ome.io/pod-ordinal", ""))
             if slot in ranks:
                 found = f"duplicate rank {slot}: {' and '.join(sorted((ranks[slot], name)))}"
                 if found not in self.violations:
@@ -156,6 +173,7 @@ class PodWatch:
             ranks[slot] = name
             instances.add((slot[0], slot[1]))
         self.max_instances = max(self.max_instances, len(instances))
+        self.max_pods = max(self.max_pods, len(self.live))
 
     async def stop(self) -> None:
         if self.task is not None:
@@ -270,6 +288,8 @@ class Chaos:
             return await self.run_rollout(scenario, index, rng, timeout, window)
         if scenario in MIGRATIONS:
             return await self.run_migration(index, rng, timeout, window)
+        if scenario in SINGLE_POD:
+            return await self.run_single_update(index, rng, timeout, window)
         name = f"{scenario}-{index}-{self.tag}"
         kill_after = rng.uniform(0.0, window) if window is not None else 0.0
         result = Run(scenario=scenario, kill_after=kill_after, name=name)
@@ -346,6 +366,76 @@ class Chaos:
             result.timeline = [" ".join(f"{r.index}:{r.phase}/{r.incarnation}" + (
                 f"[{r.operation.step}->{r.operation.surge_index}]" if r.operation and r.operation.surge_index
                 is not None else f"[{r.operation.type}]" if r.operation else "") for r in decode_rows(v.get("status")))
+                for v in rows.versions]
+        return result
+
+    # -- a single pod's update
+    async def run_single_update(self, index: int, rng: random.Random, timeout: float, window: float | None) -> Run:
+        """Two single-pod Instances updated under SurgeThenDrain (maxSurge 1), the controller killed at a random
+        moment: each Instance must keep its index and incarnation, move its pod to the other slot exactly once (one
+        new pod each, activeOrdinal 1), never run more than one extra pod, and leave no pod outside its slot."""
+        name = f"single-update-{index}-{self.tag}"
+        kill_after = rng.uniform(0.0, window) if window is not None else 0.0
+        result = Run(scenario="single-update", kill_after=kill_after, name=name)
+        await self.controller()
+        await self.kubectl_apply(single_pod_service(name, self.namespace, 2))
+
+        async def set_up() -> bool:
+            return await self.component_settled(name, "engine", 2, IMAGE) and not any(
+                p["metadata"].get("deletionTimestamp") for p in await self.pods(name))
+
+        if await self.wait(set_up, timeout) is None:
+            result.violations.append("setup did not settle")
+            return result
+        before = {r.index: r.incarnation for r in decode_rows(((await self.replica(name)) or {}).get("status"))}
+
+        async def done() -> bool:
+            return await self.component_settled(name, "engine", 2, NEW_IMAGE) and not any(
+                p["metadata"].get("deletionTimestamp") for p in await self.pods(name))
+
+        pods = PodWatch(self.api, self.namespace, name)
+        await pods.start()
+        killed: ControllerProcess | None = None
+        async with recorded(self.api, "inferencereplicas", self.namespace, f"{name}-engine") as rows:
+            try:
+                await self.kubectl_apply(single_pod_service(name, self.namespace, 2, NEW_IMAGE))
+                if window is None:
+                    result.converged_after = await self.wait(done, timeout)
+                else:
+                    killed = await self.kill_and_restart(result, kill_after, done, timeout)
+                await asyncio.sleep(0.5)  # let the watch deliver the last versions
+            finally:
+                await pods.stop()
+        result.violations += pods.violations
+        if result.converged_after is None:
+            result.violations.append(f"did not converge within {timeout:.0f}s")
+        else:
+            status = ((await self.replica(name)) or {}).get("status")
+            after = decode_rows(status)
+            if {r.index: r.incarnation for r in after} != before:
+                result.violations.append(f"Instances {before} became {({r.index: r.incarnation for r in after})}: "
+                                         "an update of a single pod keeps its index and incarnation")
+            slots = {r.index: r.active_ordinal or 0 for r in after}
+            if slots != dict.fromkeys(before, 1):
+                result.violations.append(f"activeOrdinal {slots}, expected 1 for each (moved exactly once)")
+            for pod in await self.pods(name):
+                labels = pod["metadata"]["labels"]
+                slot = slots.get(int(labels.get("ome.io/instance-index", "-1")))
+                if slot is None or labels.get("ome.io/pod-ordinal") != str(slot):
+                    result.violations.append(f"pod {pod['metadata']['name']} outside its Instance's slot {slot}")
+        created = len(pods.created.keys() - pods.initial)
+        if created != 2:  # each Instance's pod replaced once
+            result.violations.append(f"{created} pods created by the update, expected 2")
+        if pods.max_pods > 3:
+            result.violations.append(f"{pods.max_pods} live pods at once, at most 3 allowed (2 and maxSurge 1)")
+        if pods.max_instances > 2:
+            result.violations.append(f"{pods.max_instances} Instances at once: the update must keep them")
+        await self.control_plane.kubectl("delete", "inferenceservice", name, "-n", self.namespace, "--wait=false")
+        if result.violations:
+            result.pods_created = list(pods.created.values())
+            result.logs = [str(p.log_path) for p in (killed, self.process) if p is not None]
+            result.timeline = [" ".join(f"{r.index}:{r.phase}/{r.active_ordinal or 0}" + (
+                f"[{r.operation.step}]" if r.operation else "") for r in decode_rows(v.get("status")))
                 for v in rows.versions]
         return result
 

@@ -35,7 +35,10 @@ _GROUPED = (  # (column, row field)
     ("servingPodCounts", "servingPodCount"),
     ("availablePodCounts", "availablePodCount"),
 )
-_GROUPED_FIELDS = {f for _, f in _GROUPED} | {"index"}
+# Index sets of the Instances whose field has one value (the other being the default), as OME's ColumnarV2 keeps
+# `activeOrdinalOne`: (column, row field, the value it marks).
+_FLAGGED = (("activeOrdinalOne", "activeOrdinal", 1),)
+_GROUPED_FIELDS = {f for _, f in _GROUPED} | {f for _, f, _ in _FLAGGED} | {"index"}
 
 
 def format_index_set(indexes: Iterable[int]) -> str:
@@ -76,6 +79,9 @@ def encode_columnar(rows: list[InstanceStatus]) -> JSONDict:
         if groups:
             columns[column] = [{"value": value, "indexes": format_index_set(idx)}
                                for value, idx in sorted(groups.values(), key=lambda g: min(g[1]))]
+    for column, fieldname, value in _FLAGGED:
+        if flagged := [row["index"] for row in dense if row.get(fieldname) == value]:
+            columns[column] = format_index_set(flagged)
     entries = []
     for row in dense:
         sparse = {k: v for k, v in row.items() if k not in _GROUPED_FIELDS}
@@ -92,6 +98,9 @@ def decode_columnar(columns: JSONDict) -> list[InstanceStatus]:
         for group in columns.get(column) or []:
             for index in parse_index_set(group.get("indexes", "")):
                 rows.setdefault(index, {"index": index})[fieldname] = group.get("value")
+    for column, fieldname, value in _FLAGGED:
+        for index in parse_index_set(columns.get(column) or ""):
+            rows.setdefault(index, {"index": index})[fieldname] = value
     for entry in columns.get("entries") or []:
         index = int(entry["index"])
         rows.setdefault(index, {"index": index}).update({k: v for k, v in entry.items() if k != "index"})

@@ -637,6 +637,10 @@ class InstanceStatus(Model):
     last_failure: LastFailure | None = field("lastFailure", "Most recent failure; kept after recovery.")
     announced: list[str] | None = field("announced", "One-time warnings already emitted, as reason@episode.")
     ready_since: str | None = field("readySince", "When every pod of the Instance was last serving.")
+    active_ordinal: int | None = field(
+        "activeOrdinal", "Which of two pod-name slots (0 or 1) holds a single-pod Instance's pod: a SurgeThenDrain "
+        "update creates the new pod in the other slot, drains the old one, then moves here. Absent means 0.",
+        minimum=0, maximum=1)
     admitted: bool | None = field("admitted", "False while a pod of the Instance is held by a scheduling gate (Kueue "
                                   "admits it by removing the gate): its readiness clock is stopped. Absent once every "
                                   "pod is admitted.")

@@ -162,9 +162,7 @@ def instance_status(cluster: Cluster, namespace: str, isvc: str, index: int, com
             fields.append(("revisions", f"running={row.running_revision or '-'} target={row.target_revision or '-'}"))
             fields.append(("persisted", f"pods={row.pod_count or 0} serving={row.serving_pod_count or 0} "
                                         f"available={row.available_pod_count or 0}"))
-            if row.ready_since:
-                # omenative names a single pod's pod ordinal 0 always (an update takes a new index instead).
-                fields.append(("lifecycle", f"activeOrdinal=0 readySince={row.ready_since}"))
+            fields.append(("lifecycle", f"activeOrdinal={row.active_ordinal or 0} readySince={row.ready_since or '-'}"))
             for marker in row.announced or []:
                 fields.append(("announced", marker))
             for cond in row.conditions or []:

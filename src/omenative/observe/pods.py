@@ -44,6 +44,7 @@ class PodFacts:
     name: str
     uid: str
     runner: str
+    ordinal: int  # ome.io/pod-ordinal: a worker's place in its runner, or a single pod's name slot (0 or 1)
     incarnation: int
     orphan: bool  # no ome.io/instance-incarnation label: no attempt of the Instance made it
     revision: str
@@ -122,6 +123,7 @@ def pod_facts(pod: Obj) -> PodFacts:
         name=meta.get("name", ""),
         uid=meta.get("uid", ""),
         runner=values.get(c.LABEL_RUNNER, c.RUNNER_DEFAULT),
+        ordinal=_int_label(values, c.LABEL_POD_ORDINAL, 0),
         incarnation=_int_label(values, c.LABEL_INCARNATION, 1),
         orphan=c.LABEL_INCARNATION not in values,
         revision=values.get(c.LABEL_REVISION_HASH, ""),

@@ -40,6 +40,9 @@ class InstanceRef:
     # topologySpread: (node label, whenUnsatisfiable) for the Instance's anchor pod, from the InferenceReplica's spec
     # when the pod is created; not part of the revision, so a change shapes new placements without a rollout.
     spread: tuple[str, str] | None = None
+    # A single pod's name slot, 0 or 1 (the row's activeOrdinal, or the other one while a SurgeThenDrain update
+    # brings the new pod up beside the old): `{isvc}-{component}-{index}-default-{ordinal}`.
+    ordinal: int = 0
 
 
 @attrs.frozen
@@ -52,13 +55,18 @@ class PodSlot:
         return naming.pod_name(ref.isvc, ref.component, ref.index, self.runner, self.ordinal)
 
 
-def slots(runners: list[JSONDict]) -> list[PodSlot]:
-    """The pods of one Instance: `leader-0` and `worker-0..size-1`, or `default-0`."""
-    by_name = {r["name"]: r for r in runners}
-    if c.RUNNER_LEADER in by_name:
-        workers = int(by_name.get(c.RUNNER_WORKER, {}).get("size") or 0)
+def slots(runners: list[JSONDict], ordinal: int = 0) -> list[PodSlot]:
+    """The pods of one Instance: `leader-0` and `worker-0..size-1`, or one `default-{ordinal}` (a single pod's
+    name slot alternates between 0 and 1 across SurgeThenDrain updates)."""
+    if multi_pod(runners):
+        workers = int(next((r for r in runners if r["name"] == c.RUNNER_WORKER), {}).get("size") or 0)
         return [PodSlot(c.RUNNER_LEADER, 0, 0)] + [PodSlot(c.RUNNER_WORKER, k, k + 1) for k in range(workers)]
-    return [PodSlot(c.RUNNER_DEFAULT, 0, 0)]
+    return [PodSlot(c.RUNNER_DEFAULT, ordinal, 0)]
+
+
+def multi_pod(runners: list[JSONDict]) -> bool:
+    """A leader with workers (a gang), not a single pod."""
+    return any(r.get("name") == c.RUNNER_LEADER for r in runners)
 
 
 def instance_env(ref: InstanceRef, slot: PodSlot, runners: list[JSONDict]) -> list[JSONDict]:
@@ -222,7 +230,7 @@ def pod_count(runners: list[JSONDict]) -> int:
 
 
 def render_instance(ref: InstanceRef, runners: list[JSONDict]) -> list[JSONDict]:
-    return [render_pod(ref, slot, runners) for slot in slots(runners)]
+    return [render_pod(ref, slot, runners) for slot in slots(runners, ref.ordinal)]
 
 
 def scale_limit(replica: JSONDict) -> tuple[int, str] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import attrs
 
+from omenative.api import slots
 from omenative.api.types import InstanceStatus
 from omenative.observe.pods import PodFacts
 
@@ -35,7 +36,16 @@ class InstanceFacts:
         return any(p.serving for p in self.pods)
 
 
-def instance_facts(row: InstanceStatus, pods: list[PodFacts], desired: int) -> InstanceFacts:
-    current = [p for p in pods if p.incarnation == row.incarnation and not p.terminating and not p.orphan]
-    stale = [p for p in pods if p.incarnation != row.incarnation or p.terminating or p.orphan]
+def instance_facts(row: InstanceStatus, pods: list[PodFacts], desired: int,
+                   ordinal: int | None = None) -> InstanceFacts:
+    """A single pod counts only in its slot (`ordinal`, by default the one the replica counts: see api.slots); a pod
+    in the other slot is a surge's new pod, or a leftover being drained."""
+    slot = (slots.counted_ordinal(row) if ordinal is None else ordinal) if desired == 1 else None
+
+    def own(p: PodFacts) -> bool:
+        return p.incarnation == row.incarnation and not p.terminating and not p.orphan and \
+            (slot is None or p.ordinal == slot)
+
+    current = [p for p in pods if own(p)]
+    stale = [p for p in pods if not own(p)]
     return InstanceFacts([p for p in current if not p.terminal], [p for p in current if p.terminal], stale, desired)

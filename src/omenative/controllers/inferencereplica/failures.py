@@ -77,8 +77,10 @@ def unschedulable(planner: ReplicaPlanner, facts: InstanceFacts) -> PodFacts | N
     return None
 
 
-def fail(planner: ReplicaPlanner, row: InstanceStatus, failure: LastFailure, message: str) -> InstanceStatus:
-    planner.event("Warning", "InstanceFailed", f"{planner.prefix(row)} failed: {message}")
+def fail(planner: ReplicaPlanner, row: InstanceStatus, failure: LastFailure, message: str,
+         announce: bool = True) -> InstanceStatus:
+    if announce:  # a single pod's surge that fails is abandoned, not the Instance: its caller says so instead
+        planner.event("Warning", "InstanceFailed", f"{planner.prefix(row)} failed: {message}")
     if counts(failure.reason) and row.target_revision:
         planner.blocks.record_failure(planner.view.revision_name(row.target_revision), failure.reason or "")
     retries = (row.operation.retry_count or 0) + 1 if row.operation else 1
@@ -116,7 +118,8 @@ def restart_clock(planner: ReplicaPlanner, row: InstanceStatus, op: InstanceOper
         deadline=format_time(planner.view.now + timeout) if timeout else None))
 
 
-def check_failure(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus | None:
+def check_failure(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceFacts,
+                  announce: bool = True) -> InstanceStatus | None:
     """Fails an Instance that is being created, restarted or updated when it cannot finish. While the scheduler
     cannot place a pod, the operation waits with its clock stopped (`waiting: Unschedulable`, no deadline);
     when the hold ends it gets a full window again. Returns the changed row, or None."""
@@ -140,7 +143,7 @@ def check_failure(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceF
     if refusal is not None and refusal.incarnation == (row.incarnation or 1):
         if refusal.lasting:  # only a new revision (or the namespace's return) helps: fail now, not at the deadline
             message = refusal.summary()
-            return fail(planner, row, new_failure(None, None, refusal.cause, None, message, now), message)
+            return fail(planner, row, new_failure(None, None, refusal.cause, None, message, now), message, announce)
         if op is not None:
             # When the refusals began, not the latest one: a quota that stays full must not rewrite the status
             # at every retry.
@@ -160,11 +163,11 @@ def check_failure(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceF
     stuck = wedged(planner, facts)
     if stuck is not None:
         message, failure = stuck
-        return fail(planner, row, failure, message)
+        return fail(planner, row, failure, message, announce)
     refused = unschedulable(planner, facts)
     if refused is not None:
         message = f"pod {refused.name} unschedulable: {refused.unschedulable_message or 'no node fits'}"
-        return fail(planner, row, new_failure(refused, None, "Unschedulable", None, message, now), message)
+        return fail(planner, row, new_failure(refused, None, "Unschedulable", None, message, now), message, announce)
     if op is not None and any(p.unschedulable_since is not None for p in facts.pods):
         return stop_clock(planner, row, op, UNSCHEDULABLE)
     if op is not None and op.waiting == UNSCHEDULABLE:
@@ -175,6 +178,6 @@ def check_failure(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceF
             reason = "ContainersNotReady" if facts.present >= facts.desired and not facts.ready() else \
                 "ReadinessGateNotSatisfied" if facts.present >= facts.desired else "DeadlineExceeded"
             message = f"not ready within the instanceReadyTimeout ({facts.present}/{facts.desired} pods present)"
-            return fail(planner, row, new_failure(None, None, reason, None, message, now), message)
+            return fail(planner, row, new_failure(None, None, reason, None, message, now), message, announce)
         planner.wake_at(deadline)
     return None

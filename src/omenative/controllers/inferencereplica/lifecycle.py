@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import attrs
 
+from omenative.api import slots
 from omenative.api.defaults import RECREATE
 from omenative.api.phases import CREATING, DELETING, FAILED, MIGRATING, PENDING, READY, RESTARTING, UPDATING
 from omenative.api.times import format_time, parse_time
 from omenative.api.types import InstanceStatus, LastFailure
 from omenative.api.units import format_duration
 from omenative.controllers.inferencereplica import failures, relocation, requests
-from omenative.controllers.inferencereplica.facts import InstanceFacts
+from omenative.controllers.inferencereplica.facts import InstanceFacts, instance_facts
 from omenative.controllers.inferencereplica.model import RETRY_MAX_SECONDS
 from omenative.controllers.inferencereplica.planner import ReplicaPlanner, budget_of, new_operation
 from omenative.controllers.inferencereplica.retry import HELD, counts
@@ -144,11 +145,54 @@ def step_failed(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceFac
     return rebuilt
 
 
+def step_single_surge(planner: ReplicaPlanner, row: InstanceStatus) -> InstanceStatus:
+    """A single pod's SurgeThenDrain update (api.slots): once the new pod in the other slot serves for
+    minReadySeconds, the old one is drained (step SurgeDrain); once it is going, the slot moves and the Instance is
+    Ready on the new revision. A new pod that fails is abandoned: the old one keeps serving its revision, and the
+    retry block or backoff paces the next attempt, as a gang's abandoned surge is."""
+    view = planner.view
+    op = row.operation
+    assert op is not None
+    pods = view.pods.get(row.index or 0, [])
+    new = instance_facts(row, pods, 1, slots.target_ordinal(row))
+    if op.step == slots.SURGE_DRAIN:
+        old = slots.active(row)
+        if any(p.ordinal == old and not p.terminating and p.incarnation == row.incarnation for p in pods):
+            return row  # the Instance controller drains it: out of rotation, then deleted once unrouted
+        planner.event("Normal", "InstanceReplaced", (
+            f"{planner.prefix(row)} pod {pod_name(planner, row, old)} replaced by {pod_name(planner, row, 1 - old)} "
+            f"(revision={row.target_revision})"))
+        return ready(planner, attrs.evolve(row, active_ordinal=(1 - old) or None), new, restarted=False)
+    if settled(planner, new):
+        if view.paused:
+            return row  # paused: old and new pods run side by side until the resume
+        return attrs.evolve(row, operation=attrs.evolve(op, step=slots.SURGE_DRAIN,
+                                                        reason=f"drain {pod_name(planner, row, slots.active(row))}"))
+    superseded = (row.target_revision or "") != view.update_revision and not view.paused
+    failed = None if superseded else failures.check_failure(planner, row, new, announce=False)
+    if superseded or (failed is not None and failed.phase == FAILED):
+        detail = f"its revision {row.target_revision} is no longer the target" if superseded else \
+            (failed.last_failure.reason if failed and failed.last_failure else "failed")
+        planner.event("Normal" if superseded else "Warning", "SurgeAbandoned", (
+            f"{planner.prefix(row)} abandoned the surge to pod {pod_name(planner, row, slots.target_ordinal(row))} "
+            f"({detail}); {pod_name(planner, row, slots.active(row))} keeps serving revision {row.running_revision}"))
+        last = row.last_failure if superseded or failed is None else failed.last_failure
+        return attrs.evolve(row, phase=READY, operation=None, conditions=None, target_revision=row.running_revision,
+                            last_failure=last)
+    return failed or row
+
+
+def pod_name(planner: ReplicaPlanner, row: InstanceStatus, ordinal: int) -> str:
+    return f"{planner.view.revision_prefix}{row.index}-default-{ordinal}"
+
+
 def step(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus:
     view, now = planner.view, planner.view.now
     phase = row.phase
     if phase == DELETING:
         return check_drain(planner, row, facts)
+    if slots.single_surge(row):
+        return step_single_surge(planner, row)
     if phase == UPDATING and row.operation is not None and row.operation.step == "Surge":
         return row  # a surge source: settled with its replacement in `settle_surges`
     if phase == MIGRATING or (phase == FAILED and row.index in planner.surges):

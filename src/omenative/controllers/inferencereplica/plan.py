@@ -25,7 +25,7 @@ The recipe is here; each concern has its module: `scale` (adoption, scale up and
 
 from __future__ import annotations
 
-from omenative.api import migration_request
+from omenative.api import migration_request, slots
 from omenative.api.defaults import RECREATE
 from omenative.api.phases import DELETING, RESTARTING, UPDATING
 from omenative.api.times import format_time
@@ -96,7 +96,7 @@ def step_instances(planner: ReplicaPlanner, rows: dict[int, InstanceStatus]) -> 
     of service count against the repair budget."""
     view = planner.view
     planner.out_of_service = sum(1 for r in rows.values() if r.phase == RESTARTING or (
-        r.phase == UPDATING and r.operation is not None and r.operation.step != "Surge"))
+        r.phase == UPDATING and r.operation is not None and r.operation.step not in (slots.SURGE, slots.SURGE_DRAIN)))
     out: dict[int, InstanceStatus] = {}
     for index, row in sorted(rows.items()):
         facts = instance_facts(row, view.pods.get(index, []), view.pods_per_instance)

@@ -1,5 +1,6 @@
-"""Updates (OME's instances.md): outdated Ready Instances move to the update revision, SurgeThenDrain by a whole new
-Instance that must be Ready before the old one drains, RecreatePod by new pods at the next incarnation, and the
+"""Updates (OME's instances.md): outdated Ready Instances move to the update revision, SurgeThenDrain by a new pod in
+a single pod's other name slot (api.slots) or, for a leader and workers, a whole new Instance, either Ready before
+the old one drains, RecreatePod by new pods at the next incarnation, and the
 in-place strategies by new images on a single pod's running containers; all paced by their budget, the
 rollout group's partition and pacing, and the revision's retry block. A surge whose replacement fails or is
 superseded is abandoned and the source keeps serving. Pure."""
@@ -10,6 +11,7 @@ import math
 
 import attrs
 
+from omenative.api import slots
 from omenative.api.defaults import IN_PLACE_ONLY, IN_PLACE_STRATEGIES, SURGE_THEN_DRAIN
 from omenative.api.phases import CREATING, DELETING, FAILED, READY, UPDATING
 from omenative.api.times import format_time, parse_time
@@ -77,6 +79,8 @@ def surge_failed(planner: ReplicaPlanner, row: InstanceStatus) -> bool:
     if failure is None:
         return False
     own_pods = f"{planner.view.revision_prefix}{row.index}-"  # pods are named {isvc}-{component}-{index}-...
+    if not planner.view.multi_pod and failure.pod_name is not None:  # a single pod's surge ran in its other slot
+        return failure.pod_name != f"{own_pods}default-{slots.active(row)}"
     return failure.pod_name is None or not failure.pod_name.startswith(own_pods)
 
 
@@ -85,7 +89,7 @@ def surge_slots_held(planner: ReplicaPlanner, rows: dict[int, InstanceStatus]) -
     their deletion grace elapses, live ones of another incarnation), in whole Instances. Also names a pod."""
     view, now = planner.view, planner.view.now
     in_flight = sum(1 for r in rows.values() if r.phase == UPDATING and r.operation is not None
-                    and r.operation.step == "Surge")
+                    and r.operation.step == slots.SURGE)
     extra_slots, named = 0, ""
     for index, pods in view.pods.items():
         row = rows.get(index)
@@ -93,13 +97,15 @@ def surge_slots_held(planner: ReplicaPlanner, rows: dict[int, InstanceStatus]) -
             continue
         drained = row.phase == DELETING and row.operation is not None and \
             (row.operation.reason or "").startswith("replaced by")
+        # A single pod's slots in use: its own, and the new pod's while a surge (counted above) brings it up.
+        live = {slots.counted_ordinal(row), slots.target_ordinal(row)}
         extra: list[PodFacts] = []
         for pod in pods:
             if pod.terminating:
                 if pod.deletion_at is not None and pod.deletion_at > now:
                     extra.append(pod)
                     planner.wake_at(pod.deletion_at)
-            elif drained or pod.incarnation != row.incarnation:
+            elif drained or pod.incarnation != row.incarnation or (not view.multi_pod and pod.ordinal not in live):
                 extra.append(pod)
         if extra:
             extra_slots += math.ceil(len(extra) / max(view.pods_per_instance, 1))
@@ -170,10 +176,19 @@ def start_updates(planner: ReplicaPlanner, rows: dict[int, InstanceStatus], take
                 planner.held("RetryBlock", f"the last surge of instance {row.index} failed "
                                            f"({row.last_failure.reason}); retrying after the backoff")
                 continue
-            target = lowest_free(taken)
-            taken.add(target)
             planner.blocks.start_attempt(name)
             planner.advanced = True
+            if not view.multi_pod:
+                # A single pod keeps its Instance: the new pod comes up in the other name slot (api.slots).
+                slot = 1 - slots.active(row)
+                rows[row.index or 0] = attrs.evolve(
+                    row, phase=UPDATING, target_revision=view.update_revision, restart_baseline=None,
+                    operation=new_operation("Update", slots.SURGE, now, view.ready_timeout, view.update_revision,
+                                            f"surge to {planner.view.revision_prefix}{row.index}-default-{slot}",
+                                            strategy=SURGE_THEN_DRAIN))
+                continue
+            target = lowest_free(taken)
+            taken.add(target)
             rows[target] = InstanceStatus(
                 index=target, incarnation=1, phase=CREATING, target_revision=view.update_revision,
                 operation=new_operation("Update", "GangSurgeTarget", now, view.ready_timeout, view.update_revision,

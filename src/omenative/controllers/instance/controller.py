@@ -12,7 +12,7 @@ from functools import partial
 import structlog
 
 from omenative.api import constants as c
-from omenative.api import migration_request, naming
+from omenative.api import migration_request, naming, slots
 from omenative.api.defaults import gang_schedule_timeout, ready_timeout
 from omenative.api.phases import CREATING_PHASES, FAILED
 from omenative.api.times import format_time, parse_time
@@ -88,7 +88,7 @@ class InstanceController:
                           incarnation=row.incarnation or 1, revision=row.target_revision or "",
                           replicas=int(spec.get("replicas") or 1), podgroup=podgroup_name, owner=owner,
                           avoid_nodes=avoid, prefer_nodes=prefer,
-                          spread=spread_of(spec, multi))
+                          spread=spread_of(spec, multi), ordinal=slots.target_ordinal(row))
         if gang and not reads.podgroups_cached():
             return Result(requeue_after=1.0)  # the PodGroup cache is starting: pods wait for their PodGroup
         intent = None
@@ -117,7 +117,8 @@ class InstanceController:
             gang_timeout=float(gang_timeout) if multi and gang_timeout else None,
             in_place=row.operation is not None and row.operation.step == IN_PLACE_STEP,
             mark_not_ready=mark_not_ready(spec),
-            replace_lost=row.phase == FAILED and row.operation is not None and row.operation.type == "Restart")
+            replace_lost=row.phase == FAILED and row.operation is not None and row.operation.type == "Restart",
+            keep_ordinal=slots.source_ordinal(row))
         actions = planner.plan(view)
         if actions.release_gang:
             await self.refusal_cleared(key, ir)  # the next attempt starts the gang's wait over

@@ -10,6 +10,9 @@
   is already going.
 - When every pod of the Instance is there with its containers ready, the gate is set True on all of them, so the
   gang enters rotation together.
+- A single pod lives in one of two name slots (`ref.ordinal`). While a SurgeThenDrain update brings its new pod up in
+  the other slot, the old pod (`keep_ordinal`) is left serving as it is; a pod in neither slot is drained like a pod
+  of another incarnation.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from omenative.obj import Obj
 from omenative.observe.nodes import GONE, NodeHealth, dead_evidence
 from omenative.observe.pods import PodFacts, pod_facts
 from omenative.render.in_place import image_patch
-from omenative.render.pods import InstanceRef, pod_count, render_pod, slots
+from omenative.render.pods import InstanceRef, multi_pod, pod_count, render_pod, slots
 
 DEFAULT_SCHEDULERS = ("", "default-scheduler")
 
@@ -59,6 +62,8 @@ class InstanceView:
     # A failed restart (OME's instances.md): the Instance stays Failed until its pods are ready, and lost ones are
     # replaced; its pods enter rotation once they all are.
     replace_lost: bool = False
+    # A single-pod surge's source slot: its pod keeps serving, untouched, until the update moves on to drain it.
+    keep_ordinal: int | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -129,10 +134,18 @@ def escalate(view: InstanceView, facts: list[tuple[Obj, PodFacts]]) -> tuple[lis
 def plan(view: InstanceView) -> InstanceActions:
     ref = view.ref
     facts = [(pod, pod_facts(pod)) for pod in view.pods]
+    alternating = view.runners is not None and not multi_pod(view.runners)
+
+    def elsewhere(f: PodFacts) -> bool:  # a single pod's other name slot
+        return alternating and f.ordinal != ref.ordinal
+
+    def kept(f: PodFacts) -> bool:  # the surge source, left serving
+        return elsewhere(f) and f.ordinal == view.keep_ordinal and f.incarnation == ref.incarnation and not f.orphan
+
     current = [(pod, f) for pod, f in facts if f.incarnation == ref.incarnation and not f.terminating
-               and not f.orphan]
+               and not f.orphan and not elsewhere(f)]
     drain = [(pod, f) for pod, f in facts if not f.terminating and
-             (f.incarnation != ref.incarnation or f.orphan or view.phase == DELETING)]
+             (f.incarnation != ref.incarnation or f.orphan or view.phase == DELETING or (elsewhere(f) and not kept(f)))]
     gates: list[tuple[Obj, bool, str]] = []
     deletes: list[Obj] = []
     creates: list[Obj] = []
@@ -200,7 +213,7 @@ def plan(view: InstanceView) -> InstanceActions:
         deletes += [pod for pod, _ in release]
     elif (view.phase in (CREATING, RESTARTING, UPDATING) or view.replace_lost) and view.runners is not None:
         by_name = {f.name: (pod, f) for pod, f in facts}
-        for slot in slots(view.runners):
+        for slot in slots(view.runners, ref.ordinal):
             name = slot.name(ref)
             existing = by_name.get(name)
             if existing is not None:
@@ -242,7 +255,7 @@ def in_place(view: InstanceView, current: list[tuple[Obj, PodFacts]], gates: lis
     to look again while it waits for its Services."""
     assert view.runners is not None
     by_name = {f.name: (pod, f) for pod, f in current if not f.terminal}
-    for slot in slots(view.runners):
+    for slot in slots(view.runners, view.ref.ordinal):
         found = by_name.get(slot.name(view.ref))
         if found is None:
             continue  # a lost pod: made again on the target revision by the create above
