@@ -3,7 +3,7 @@
 # run by kwokctl's binary runtime from binaries built by hack/build-binaries.sh.
 #
 #   hack/cluster.sh up   [--name N] [--profile gang|stock] [--gpu-nodes N] [--cpu-nodes N] [--model NAME]... [--bench]
-#                        [--real-node | --real-nodes N] [--kueue]
+#                        [--real-node | --real-nodes N] [--kueue] [--keda]
 #   hack/cluster.sh down [--name N]
 #   hack/cluster.sh env  [--name N]      prints `export KUBECONFIG=...` for a shell to eval
 #   hack/cluster.sh status [--name N]    exits non-zero unless every component is alive
@@ -25,6 +25,11 @@
 # --kueue adds Kueue (sigs.k8s.io/kueue, built from its Go module) with its `pod` integration: its CRDs, its manager
 #         as a process of the cluster (state in kueue/, log in logs/kueue.log) and its webhooks for pods that name a
 #         queue and for its own objects. Given at creation; `up` restarts it when it stopped.
+# --keda adds KEDA (github.com/kedacore/keda/v2, its operator and metrics adapter built from its Go module): its
+#         CRDs, both as processes of the cluster (state in keda/, logs in logs/keda-*.log), and the adapter
+#         registered as the external metrics API (an APIService to a Service whose endpoint is this machine's own
+#         address: the API server routes aggregated APIs to endpoints, as there is no kube-proxy). KEDA's HPAs then
+#         scale on the triggers' metrics. Given at creation; `up` restarts it when it stopped.
 #
 # `up` is idempotent: an existing healthy cluster is kept; a stopped one is started again.
 # State lives in $OMENATIVE_STATE_DIR (default: .work/ in the checkout), so two checkouts never share a cluster,
@@ -50,6 +55,7 @@ bench=false
 real_node=false
 real_nodes=1
 kueue=false
+keda=false
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --name) name=$2; shift 2 ;;
@@ -61,7 +67,8 @@ while [[ $# -gt 0 ]]; do
     --real-node) real_node=true; shift ;;
     --real-nodes) real_node=true; real_nodes=$2; shift 2 ;;
     --kueue) kueue=true; shift ;;
-    -h|--help) sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --keda) keda=true; shift ;;
+    -h|--help) sed -n '2,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
@@ -156,6 +163,10 @@ fi)
 $(if [[ $bench == true || $real_node == true ]]; then
   # Services for hundreds of InferenceServices do not fit the API server's default /24.
   printf '  - key: service-cluster-ip-range\n    value: %s\n' "$SERVICE_CIDR"
+fi)
+$(if [[ $keda == true ]]; then
+  # Aggregated APIs (KEDA's external metrics) are reached at their Service's endpoints, not its cluster IP.
+  printf '  - key: enable-aggregator-routing\n    value: "true"\n'
 fi)
 $(if [[ $real_node == true ]]; then
   printf '  - key: bind-address\n    value: 0.0.0.0\n  - key: advertise-address\n    value: %s\n' "$BRIDGE_IP"
@@ -274,6 +285,106 @@ start_kueue() {
   log "kueue $KUEUE_VERSION serving (webhooks on 127.0.0.1:$port, log: $cluster_dir/logs/kueue.log)"
 }
 
+# This machine's first non-loopback IPv4 address: the endpoint of KEDA's metrics API (an Endpoints address may not
+# be a loopback one).
+host_address() {
+  python3 -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(("203.0.113.1", 9)); print(s.getsockname()[0])'
+}
+
+wait_http() {  # url, pid file, what
+  local i
+  for i in $(seq 1 120); do
+    python3 -c "import ssl, urllib.request; urllib.request.urlopen('$1', timeout=2, context=ssl._create_unverified_context())" \
+      2>/dev/null && return 0
+    alive "$(cat "$2")" || die "$3 exited at start; see $cluster_dir/logs"
+    sleep 0.5
+  done
+  die "$3 did not become ready; see $cluster_dir/logs"
+}
+
+# KEDA's operator and metrics adapter as processes of the cluster: its CRDs, one CA and certificate for the
+# operator's gRPC metrics service and the adapter (as KEDA's own certificate rotation makes them), and the adapter
+# registered as v1beta1.external.metrics.k8s.io.
+start_keda() {
+  local dir="$cluster_dir/keda" src address grpc adapter health metrics i
+  src=$(module_dir "github.com/kedacore/keda/v2@$KEDA_VERSION")
+  mkdir -p "$dir/certs" "$cluster_dir/pids" "$cluster_dir/logs"
+  address=$(host_address)
+  if ! { [[ -f "$cluster_dir/pids/keda-operator.pid" ]] && alive "$(cat "$cluster_dir/pids/keda-operator.pid")"; }; then
+    kubectl apply --server-side --force-conflicts -f "$src/config/crd/bases" >/dev/null
+    for i in $(seq 1 20); do
+      kubectl wait --for=condition=Established --timeout=60s crd/scaledobjects.keda.sh \
+        crd/triggerauthentications.keda.sh >/dev/null 2>&1 && break
+      [[ $i == 20 ]] && die "KEDA's CRDs were not established"
+      sleep 0.5
+    done
+    kubectl create namespace keda --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+    if [[ ! -f "$dir/certs/tls.crt" ]]; then
+      openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj "/CN=keda-ca" -keyout "$dir/ca.key" \
+        -out "$dir/certs/ca.crt" 2>/dev/null
+      openssl req -newkey rsa:2048 -nodes -subj "/CN=keda-operator" -keyout "$dir/certs/tls.key" \
+        -out "$dir/tls.csr" 2>/dev/null
+      printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' \
+        "DNS:keda-operator.keda.svc.cluster.local,DNS:keda-metrics-apiserver.keda.svc,DNS:localhost,IP:127.0.0.1,IP:$address" \
+        > "$dir/ext.cnf"
+      openssl x509 -req -in "$dir/tls.csr" -CA "$dir/certs/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial \
+        -days 365 -extfile "$dir/ext.cnf" -out "$dir/certs/tls.crt" 2>/dev/null
+    fi
+    grpc=$(free_port); health=$(free_port); metrics=$(free_port); adapter=$(free_port)
+    printf '%s %s\n' "$adapter" "$grpc" > "$dir/ports"
+    KUBECONFIG="$kubeconfig" POD_NAMESPACE=keda KEDA_CLUSTER_OBJECT_NAMESPACE=keda WATCH_NAMESPACE="" \
+      "$bin/keda-operator" --leader-elect=false --metrics-bind-address="127.0.0.1:$metrics" \
+      --health-probe-bind-address="127.0.0.1:$health" --metrics-service-bind-address="127.0.0.1:$grpc" \
+      --cert-dir="$dir/certs" --enable-cert-rotation=false --enable-webhook-patching=false \
+      --enable-apiservice-patching=false --ca-dir="$dir/certs" --zap-log-level=info \
+      >>"$cluster_dir/logs/keda-operator.log" 2>&1 &
+    echo $! > "$cluster_dir/pids/keda-operator.pid"
+    wait_http "http://127.0.0.1:$health/readyz" "$cluster_dir/pids/keda-operator.pid" keda-operator
+  fi
+  read -r adapter grpc < "$dir/ports"
+  if ! { [[ -f "$cluster_dir/pids/keda-adapter.pid" ]] && alive "$(cat "$cluster_dir/pids/keda-adapter.pid")"; }; then
+    KUBECONFIG="$kubeconfig" POD_NAMESPACE=keda KEDA_CLUSTER_OBJECT_NAMESPACE=keda WATCH_NAMESPACE="" \
+      "$bin/keda-adapter" --secure-port="$adapter" --bind-address="$address" --cert-dir="$dir/certs" \
+      --tls-cert-file="$dir/certs/tls.crt" --tls-private-key-file="$dir/certs/tls.key" \
+      --metrics-service-address="127.0.0.1:$grpc" --port="$(free_port)" --lister-kubeconfig="$kubeconfig" \
+      --authentication-kubeconfig="$kubeconfig" --authorization-kubeconfig="$kubeconfig" \
+      >>"$cluster_dir/logs/keda-adapter.log" 2>&1 &
+    echo $! > "$cluster_dir/pids/keda-adapter.pid"
+    wait_http "https://$address:$adapter/readyz" "$cluster_dir/pids/keda-adapter.pid" keda-adapter
+  fi
+  kubectl apply --server-side --force-conflicts -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Service
+metadata: {name: keda-metrics-apiserver, namespace: keda}
+spec:
+  ports: [{name: https, port: 443, targetPort: $adapter}]
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {name: keda-metrics-apiserver, namespace: keda}
+subsets:
+- addresses: [{ip: "$address"}]
+  ports: [{name: https, port: $adapter}]
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: v1beta1.external.metrics.k8s.io}
+spec:
+  service: {name: keda-metrics-apiserver, namespace: keda, port: 443}
+  group: external.metrics.k8s.io
+  version: v1beta1
+  caBundle: $(base64 -w0 < "$dir/certs/ca.crt")
+  groupPriorityMinimum: 100
+  versionPriority: 100
+EOF
+  for i in $(seq 1 120); do
+    kubectl get --raw /apis/external.metrics.k8s.io/v1beta1 >/dev/null 2>&1 && break
+    [[ $i == 120 ]] && die "the external metrics API (KEDA's adapter) is not served; see $cluster_dir/logs/keda-adapter.log"
+    sleep 0.5
+  done
+  log "keda $KEDA_VERSION serving (external metrics from $address:$adapter, logs: $cluster_dir/logs/keda-*.log)"
+}
+
 create_nodes() {
   local args=(--gpu "$gpu_nodes" --cpu "$cpu_nodes") m
   for m in "${models[@]+"${models[@]}"}"; do args+=(--model "$m"); done
@@ -286,6 +397,7 @@ create_nodes() {
 up() {
   local start=$SECONDS config reason build=()
   [[ $kueue == true || -d "$cluster_dir/kueue" ]] && build+=(--kueue)
+  [[ $keda == true || -d "$cluster_dir/keda" ]] && build+=(--keda)
   if [[ $real_node == true ]]; then
     reason=$(realnode_supported) || die "this machine cannot run a real node: $reason"
     build+=(--real-node)
@@ -293,6 +405,9 @@ up() {
   "$here/build-binaries.sh" "${build[@]+"${build[@]}"}"
   if [[ $kueue == true && -f "$kubeconfig" && ! -d "$cluster_dir/kueue" ]]; then
     die "cluster $name was created without --kueue: run hack/cluster.sh down --name $name first"
+  fi
+  if [[ $keda == true && -f "$kubeconfig" && ! -d "$cluster_dir/keda" ]]; then
+    die "cluster $name was created without --keda: run hack/cluster.sh down --name $name first"
   fi
   if [[ -f "$kubeconfig" ]]; then
     if ! api_ready || ! components_alive 2>/dev/null; then
@@ -316,6 +431,7 @@ up() {
   api_ready || die "kube-apiserver did not become ready; logs in $cluster_dir/logs"
   [[ $profile == gang ]] && install_podgroup_crds
   if [[ $kueue == true || -d "$cluster_dir/kueue" ]]; then start_kueue; fi
+  if [[ $keda == true || -d "$cluster_dir/keda" ]]; then start_keda; fi
   create_nodes
   if [[ $real_node == true ]]; then
     REAL_NODE_MODELS="${models[*]+"${models[*]}"}" "$here/realnode/node.sh" up "$cluster_dir" "$real_nodes"

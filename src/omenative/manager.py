@@ -119,7 +119,8 @@ class Manager:
                     self.q_ir.add(key)
                     for index in ctx.rows.of(replica):
                         self.q_instance.add(f"{key}/{index}")
-            if await self._follow_crd(ctx, ome.PODMONITORS, c.PODMONITOR_CRD):
+            podmonitors = await self._follow_crd(ctx, ome.PODMONITORS, c.PODMONITOR_CRD)
+            if await self._follow_crd(ctx, ome.SCALED_OBJECTS, c.SCALEDOBJECT_CRD) or podmonitors:
                 for isvc in ctx.caches.store(ome.INFERENCE_SERVICES).objects():
                     self.q_isvc.add(object_key(isvc))
 
@@ -179,7 +180,8 @@ class Manager:
             caches.start()
             recorder.start()
             await caches.wait_synced()
-            for resource, crd in ((ome.PODGROUPS, c.PODGROUP_CRD), (ome.PODMONITORS, c.PODMONITOR_CRD)):
+            for resource, crd in ((ome.PODGROUPS, c.PODGROUP_CRD), (ome.PODMONITORS, c.PODMONITOR_CRD),
+                                  (ome.SCALED_OBJECTS, c.SCALEDOBJECT_CRD)):
                 if ctx.crd_installed(crd):
                     caches.start_informer(resource)
             await caches.wait_synced()

@@ -1,4 +1,5 @@
-"""OME's resources and its partners' (the scheduler-plugins PodGroup, Prometheus Operator's PodMonitor), as the
+"""OME's resources and its partners' (the scheduler-plugins PodGroup, Prometheus Operator's PodMonitor, KEDA's
+ScaledObject), as the
 runtime's descriptors, built from the names in `api`: what the controllers, the manager and the webhook read and
 write besides Kubernetes' own resources (`kube.resources`)."""
 
@@ -9,6 +10,7 @@ from omenative.kube.resources import Resource
 
 PODGROUPS = Resource(c.PODGROUP_GROUP, c.PODGROUP_VERSION, "podgroups", "PodGroup")
 PODMONITORS = Resource(c.PODMONITOR_GROUP, "v1", "podmonitors", "PodMonitor")
+SCALED_OBJECTS = Resource(c.KEDA_GROUP, "v1alpha1", "scaledobjects", "ScaledObject")
 
 INFERENCE_SERVICES = Resource(c.GROUP, c.VERSION, "inferenceservices", "InferenceService")
 INFERENCE_REPLICAS = Resource(c.GROUP, c.VERSION, "inferencereplicas", "InferenceReplica")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from tests.conftest import NodeFactory, describe_namespace
 from tests.e2e.conftest import ModelAgent, write_yaml
 from tests.e2e.test_lifecycle import Deployment, deploy  # noqa: F401  (the fixture)
 from tests.support.catalog import CATALOG, MULTI_NODE_SEED, seed_yaml_blocks
-from tests.support.cluster import ControlPlane
+from tests.support.cluster import REPO, ControlPlane
 from tests.support.controller import ControllerProcess
 from tests.support.model_agent import QWEN3_LEARNED
 from tests.support.wait import wait_for
@@ -507,3 +508,73 @@ async def test_a_single_pod_surge_keeps_the_index_and_alternates_the_ordinal(
         assert rows.stdout.split() == ["0", "1"]
     finally:
         await remove(control_plane, namespace, "slots", "srt-slots")
+
+
+def keda_crd() -> Path:
+    """KEDA's ScaledObject CRD, from the Go module hack/build-binaries.sh --keda builds KEDA from."""
+    version = subprocess.run(["bash", "-c", f"source {REPO}/hack/lib/versions.sh && echo $KEDA_VERSION"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    out = subprocess.run(["go", "mod", "download", "-json", f"github.com/kedacore/keda/v2@{version}"],
+                         check=True, capture_output=True, text=True, cwd="/")
+    return Path(json.loads(out.stdout)["Dir"]) / "config" / "crd" / "bases" / "keda.sh_scaledobjects.yaml"
+
+
+async def test_class_keda_without_keda_is_said_and_the_scaled_object_follows_the_crd(
+    control_plane: ControlPlane, api: client.ApiClient, omenative: ControllerProcess, namespace: str,
+    tmp_path: Path,
+) -> None:
+    """Without KEDA's CRD nothing can scale a class-KEDA component: the InferenceService says so (condition, event,
+    the component's autoscaler status) instead of OME's frozen status. Once the CRD is installed, the ScaledObject
+    is written without a restart; a switch to External deletes it."""
+    kubectl = control_plane.kubectl
+    describe = lambda: describe_namespace(api, namespace)  # noqa: E731
+    trigger = {"type": "prometheus", "metadata": {"serverAddress": "http://prometheus:9090", "query": "sum(q)",
+                                                  "threshold": "5"}}
+    isvc = {"apiVersion": c.API_VERSION, "kind": "InferenceService", "metadata": {"name": "kq", "namespace": namespace},
+            "spec": {"deploymentMode": "OMENative", "engine": {
+                "minReplicas": 1, "maxReplicas": 2, "runner": {"name": "ome-container", "image": "example.invalid/s:1"},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "autoscaler": {"class": "KEDA", "keda": {"triggers": [trigger]}}}}}
+    crd = keda_crd()
+    try:
+        await kubectl("apply", "-f", write_yaml(tmp_path, "kq.yaml", isvc))
+
+        async def said() -> str | None:
+            out = await kubectl("get", "inferenceservice", "kq", "-n", namespace, "-o",
+                                "jsonpath={.status.conditions[?(@.type==\"AutoscalerReady\")].reason} "
+                                "{.status.components.engine.autoscaler.conditions[0].reason}", check=False)
+            return out.stdout if out.stdout == "KEDANotInstalled KEDANotInstalled" else None
+
+        await wait_for(said, timeout=30, what="AutoscalerReady=False KEDANotInstalled", describe=describe)
+        events = await kubectl("get", "events", "-n", namespace, "--field-selector",
+                               "reason=KEDANotInstalled,involvedObject.name=kq", "-o",
+                               "jsonpath={.items[*].message}")
+        assert events.stdout.startswith("engine: autoscaler class KEDA needs KEDA's ScaledObject CRD "
+                                        "(scaledobjects.keda.sh), which is not installed"), events.stdout
+        hpa = await kubectl("get", "hpa", "-n", namespace, "-o", "name")
+        assert "kq-engine" not in hpa.stdout  # nothing else scales it either
+
+        # KEDA's CRD arrives: the ScaledObject follows, with no restart, and the condition goes.
+        await kubectl("apply", "--server-side", "-f", str(crd))
+
+        async def written() -> bool:
+            so = await kubectl("get", "scaledobject", "scaledobject-kq-engine", "-n", namespace, "-o",
+                               "jsonpath={.spec.scaleTargetRef.name} {.spec.triggers[0].type}", check=False)
+            cond = await kubectl("get", "inferenceservice", "kq", "-n", namespace, "-o",
+                                 "jsonpath={.status.conditions[?(@.type==\"AutoscalerReady\")].reason}")
+            return so.stdout == "kq-engine prometheus" and cond.stdout == ""
+
+        await wait_for(written, timeout=60, what="the ScaledObject once KEDA's CRD is installed", describe=describe)
+
+        # External: omenative deletes its ScaledObject.
+        isvc["spec"]["engine"]["autoscaler"] = {"class": "External"}
+        await kubectl("apply", "-f", write_yaml(tmp_path, "kq.yaml", isvc))
+
+        async def deleted() -> bool:
+            so = await kubectl("get", "scaledobject", "scaledobject-kq-engine", "-n", namespace, check=False)
+            return "NotFound" in so.output
+
+        await wait_for(deleted, timeout=30, what="the ScaledObject deleted", describe=describe)
+    finally:
+        await kubectl("delete", "inferenceservice", "kq", "-n", namespace, "--wait=false", check=False)
+        await kubectl("delete", "-f", str(crd), "--ignore-not-found", "--wait=false", check=False)

@@ -17,6 +17,9 @@ PODGROUP_CRD: Final = f"podgroups.{PODGROUP_GROUP}"
 # The prometheus-operator's PodMonitor: one per component while its CRD is installed.
 PODMONITOR_GROUP: Final = "monitoring.coreos.com"
 PODMONITOR_CRD: Final = f"podmonitors.{PODMONITOR_GROUP}"
+# KEDA's ScaledObject: one per component of autoscaler class KEDA while its CRD is installed, named as OME names it.
+KEDA_GROUP: Final = "keda.sh"
+SCALEDOBJECT_CRD: Final = f"scaledobjects.{KEDA_GROUP}"
 
 # Components
 ENGINE: Final = "engine"

@@ -23,13 +23,6 @@ FIELDS: dict[str, str] = {
     "spec.model.fineTunedWeights": "no fine-tuned weights are loaded; the base model is served alone",
     f"spec.{COMPONENT}.timeoutSeconds": "no request timeout is enforced for the component; set the serving "
                                         "runtime's own timeout",
-    f"spec.{COMPONENT}.autoscaler.keda": "no ScaledObject is created, so KEDA does not scale the component",
-}
-# Values of fields that do something else than OME documents.
-VALUES: dict[tuple[str, str], str] = {
-    (f"spec.{COMPONENT}.autoscaler.class", "KEDA"):
-        "no ScaledObject is created and nothing scales the component: it keeps the Instances it has (minReplicas "
-        "at first); use HPA, or None with minReplicas",
 }
 # Keys of OME's components that omenative's schema does not have, which the API server keeps all the same.
 COMPONENT_KEYS: dict[str, str] = {
@@ -93,9 +86,6 @@ def component_warnings(component: str, own: Any, where: str) -> list[str]:
     for path, what in FIELDS.items():
         if path.startswith(f"spec.{COMPONENT}.") and _get(own, path.split(".")[2:]) is not None:
             out.append(f"{NOT_SUPPORTED}: {where}.{'.'.join(path.split('.')[2:])} ({what})")
-    for (path, value), what in VALUES.items():
-        if _get(own, path.split(".")[2:]) == value:
-            out.append(f"{NOT_SUPPORTED}: {where}.{'.'.join(path.split('.')[2:])}: {value} ({what})")
     out += _part_warnings(own, where, c.ROUTER if component == c.ROUTER else "engine")
     if component != c.ROUTER:
         for runner in ("leader", "worker"):

@@ -70,6 +70,20 @@ def _lifecycle_errors(component: str, lifecycle: JSONDict | None) -> list[str]:
     return errors
 
 
+def _keda_errors(component: str, autoscaler: Any, min_replicas: Any) -> list[str]:
+    """OME's admission rules for a KEDA autoscaler block, in its words."""
+    if not isinstance(autoscaler, dict) or autoscaler.get("class") != "KEDA":
+        return []
+    keda = autoscaler.get("keda")
+    if not isinstance(keda, dict) or not keda.get("triggers"):
+        return [f"{component}: KedaTriggersRequired: class=keda requires at least 1 trigger"]
+    idle = keda.get("idleReplicaCount")
+    if isinstance(idle, int) and isinstance(min_replicas, int) and idle >= min_replicas:
+        return [f"{component}: KedaIdleBelowMin: keda.idleReplicaCount ({idle}) must be lower than minReplicas "
+                f"({min_replicas})"]
+    return []
+
+
 def _topology_warnings(component: str, merged: JSONDict, multi: bool) -> list[str]:
     """Topology fields that would do nothing as written, said at admission instead of found out later."""
     out = []
@@ -157,6 +171,7 @@ def validate_inference_service(obj: JSONDict, ctx: Admission | None = None, old:
             errors.append(f"{comp}.minReplicas ({low}) is greater than {comp}.maxReplicas ({high})")
         merged = merge_component(runtime_raw.get(f"{comp}Config"), own) or {}
         errors += _lifecycle_errors(comp, merged.get("lifecycle"))
+        errors += _keda_errors(comp, merged.get("autoscaler"), own.get("minReplicas"))
         mode = modes[comp]
         if not mode.omenative:
             continue

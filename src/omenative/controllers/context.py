@@ -37,6 +37,7 @@ from omenative.ome_resources import (
     CLUSTER_SERVING_RUNTIMES,
     PODGROUPS,
     PODMONITORS,
+    SCALED_OBJECTS,
     SERVING_RUNTIMES,
 )
 from omenative.render import objects
@@ -146,6 +147,7 @@ class Reads(Protocol):
     def podgroup_crd_installed(self) -> bool: ...
 
     def podmonitors_cached(self) -> bool: ...
+    def scaledobjects_cached(self) -> bool: ...
 
     def podgroups_cached(self) -> bool: ...
 
@@ -227,6 +229,11 @@ class Context:
 
     def podgroup_crd_installed(self) -> bool:
         return self.crd_installed(c.PODGROUP_CRD)
+
+    def scaledobjects_cached(self) -> bool:
+        """ScaledObjects are made while KEDA's CRD is installed and their cache has listed."""
+        return self.caches.has(SCALED_OBJECTS) and self.caches.synced(SCALED_OBJECTS) and \
+            self.crd_installed(c.SCALEDOBJECT_CRD)
 
     def podmonitors_cached(self) -> bool:
         """PodMonitors are made while their CRD is installed and their cache has listed (so the clean-up of a

@@ -136,6 +136,36 @@ def horizontal_pod_autoscaler(*, isvc: str, namespace: str, component: str, owne
             "spec": spec}
 
 
+# The ScaledObject settings OME copies from a component's `keda` block as they are.
+KEDA_SETTINGS = ("triggers", "pollingInterval", "cooldownPeriod", "fallback", "advanced")
+
+
+def scaled_object(*, isvc: str, namespace: str, component: str, owner: JSONDict, min_replicas: int,
+                  max_replicas: int, keda: JSONDict) -> JSONDict:
+    """KEDA's ScaledObject of a component, `scaledobject-{isvc}-{component}` as OME names it, scaling the
+    InferenceReplica through its scale subresource. An OMENative component keeps at least one Instance: its minimum
+    is at least 1, and so is an idle count (dropped when that leaves it no lower than the minimum, which KEDA
+    requires)."""
+    low = max(min_replicas, 1)
+    spec: JSONDict = {
+        "scaleTargetRef": {"apiVersion": c.API_VERSION, "kind": "InferenceReplica",
+                           "name": naming.replica_name(isvc, component)},
+        "minReplicaCount": low, "maxReplicaCount": max(max_replicas, low),
+    }
+    spec.update({k: keda[k] for k in KEDA_SETTINGS if keda.get(k) is not None})
+    idle = keda.get("idleReplicaCount")
+    if isinstance(idle, int) and max(idle, 1) < low:
+        spec["idleReplicaCount"] = max(idle, 1)
+    return {"apiVersion": f"{c.KEDA_GROUP}/v1alpha1", "kind": "ScaledObject",
+            "metadata": _meta(scaled_object_name(isvc, component), namespace, component_labels(isvc, component),
+                              owner),
+            "spec": spec}
+
+
+def scaled_object_name(isvc: str, component: str) -> str:
+    return f"scaledobject-{naming.replica_name(isvc, component)}"
+
+
 def pod_disruption_budget(*, isvc: str, namespace: str, component: str, owner: JSONDict,
                           min_available: int | str | None, max_unavailable: int | str | None,
                           default_max_unavailable: int | str) -> JSONDict:

@@ -25,7 +25,7 @@ from omenative.controllers import audit as migration_audit
 from omenative.controllers import fleet_metrics
 from omenative.controllers.context import Reads, Writes, current_revision
 from omenative.controllers.inferenceservice import desired, rollout
-from omenative.controllers.inferenceservice.status import build_status
+from omenative.controllers.inferenceservice.status import build_status, keda_missing_message
 from omenative.controllers.inferenceservice.watches import creations_key
 from omenative.controllers.watches import BY_ISVC, StatusOf
 from omenative.kube.cache import NAMESPACE_INDEX
@@ -50,6 +50,7 @@ from omenative.ome_resources import (
     INFERENCE_REPLICAS,
     INFERENCE_SERVICES,
     PODMONITORS,
+    SCALED_OBJECTS,
     SERVING_RUNTIMES,
 )
 from omenative.render.templates import ModelInfo
@@ -60,7 +61,7 @@ BOOTSTRAP_MANAGER = "omenative-bootstrap"
 KIND_RESOURCES: dict[str, Resource] = {
     "InferenceReplica": INFERENCE_REPLICAS, "Service": SERVICES, "HorizontalPodAutoscaler": HPAS,
     "PodDisruptionBudget": PDBS, "ServiceAccount": SERVICE_ACCOUNTS, "Role": ROLES, "RoleBinding": ROLE_BINDINGS,
-    "PodMonitor": PODMONITORS,
+    "PodMonitor": PODMONITORS, "ScaledObject": SCALED_OBJECTS,
 }
 # Children an InferenceService may own, by resource, for clean-up of components it no longer declares.
 REFUSED_RETRY_SECONDS = 30.0
@@ -88,7 +89,9 @@ def pairing_of(runners: list[Obj]) -> str | None:
     return None
 
 
-OWNED = (INFERENCE_REPLICAS, SERVICES, HPAS, PDBS, SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS, PODMONITORS)
+OWNED = (INFERENCE_REPLICAS, SERVICES, HPAS, PDBS, SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS, PODMONITORS,
+         SCALED_OBJECTS)
+AUTOSCALERS = (HPAS, SCALED_OBJECTS)  # one per component at most: the one its class no longer names goes
 
 
 class InferenceServiceController:
@@ -169,7 +172,8 @@ class InferenceServiceController:
         problems = [p for p in (runtime_problem, model_problem) if p is not None]
         try:
             plan = desired.build(desired.Inputs(isvc=isvc, runtime=runtime, model=model, config=reads.config,
-                                                pod_monitors=reads.podmonitors_cached()),
+                                                pod_monitors=reads.podmonitors_cached(),
+                                                scaled_objects=reads.scaledobjects_cached()),
                                  claim_unmoded=reads.config.claim_unmoded)
         except InvalidSpec as exc:
             await self.invalid(isvc, exc)
@@ -220,9 +224,20 @@ class InferenceServiceController:
             return Result(requeue_after=REFUSED_RETRY_SECONDS)
         if not problems:
             writes.refusals.children_written(key)
+        self.announce_keda_missing(isvc, plan)
         if outcome is not None and outcome.wake_in is not None:
             return Result(requeue_after=outcome.wake_in + 0.5)  # a soak or a timed canary gate ends
         return None
+
+    def announce_keda_missing(self, isvc: Obj, plan: desired.Plan) -> None:
+        """A component of autoscaler class KEDA while KEDA's CRD is not installed: said once per generation as a
+        warning event (the status carries the AutoscalerReady condition), never left silent as OME leaves it."""
+        meta = isvc["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        for part in plan.components:
+            if part.keda_missing and self.writes.refusals.announce_child(
+                    key, "KEDANotInstalled", f"{meta.get('generation')} {part.name}"):
+                self.writes.events.event(isvc, "Warning", "KEDANotInstalled", keda_missing_message(part.name))
 
     async def invalid(self, isvc: Obj, exc: InvalidSpec) -> None:
         """A spec omenative cannot build from (a runtime's or a stored field of the wrong type): Ready False with
@@ -420,7 +435,8 @@ class InferenceServiceController:
         if plan.entry is not None:
             wanted.add(("Service", plan.entry["metadata"]["name"]))
         for resource in OWNED:
-            if resource is PODMONITORS and not reads.podmonitors_cached():
+            if (resource is PODMONITORS and not reads.podmonitors_cached()) or \
+                    (resource is SCALED_OBJECTS and not reads.scaledobjects_cached()):
                 continue  # no CRD, no cache: nothing of the kind to clean up
             for obj in reads.by_index(resource, BY_ISVC, key):
                 meta = obj["metadata"]
@@ -431,7 +447,7 @@ class InferenceServiceController:
                 if (resource.kind, meta["name"]) in wanted:
                     continue
                 stale_component = component in c.COMPONENTS and component not in declared
-                stale_autoscaler = resource is HPAS and component in declared
+                stale_autoscaler = resource in AUTOSCALERS and component in declared
                 if stale_component or stale_autoscaler:
                     log.info("deleting what a removed component left", kind=resource.kind, name=meta["name"])
                     await writes.applier.delete(resource, obj, propagation_policy="Background")

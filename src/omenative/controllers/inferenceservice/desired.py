@@ -36,6 +36,7 @@ class Inputs:
     model: ModelInfo | None
     config: ControllerConfig
     pod_monitors: bool = False  # the prometheus-operator's PodMonitor CRD is installed
+    scaled_objects: bool = False  # KEDA's ScaledObject CRD is installed
 
 
 @attrs.frozen(kw_only=True)
@@ -56,11 +57,20 @@ class ComponentPlan:
     pdb: Obj
     rbac: list[Obj]
     pod_monitor: Obj | None = None
+    scaled_object: Obj | None = None
+    # Where the autoscaler block came from, as OME's specSource says: isvc, runtime or default.
+    autoscaler_source: str = "default"
+
+    @property
+    def keda_missing(self) -> bool:
+        """Class KEDA, but KEDA's CRD is not installed: nothing scales the component."""
+        return self.autoscaler_class == "KEDA" and self.scaled_object is None
 
     @property
     def children(self) -> list[Obj]:
-        return [*self.services, *([self.hpa] if self.hpa else []), self.pdb, *self.rbac,
-                *([self.pod_monitor] if self.pod_monitor else [])]
+        return [*self.services, *([self.hpa] if self.hpa else []), *([self.scaled_object] if self.scaled_object
+                                                                      else []),
+                self.pdb, *self.rbac, *([self.pod_monitor] if self.pod_monitor else [])]
 
 
 @attrs.frozen(kw_only=True)
@@ -130,12 +140,17 @@ def build(inputs: Inputs, *, claim_unmoded: bool = False) -> Plan:
         hpa = objects.horizontal_pod_autoscaler(
             isvc=name, namespace=namespace, component=comp, owner=owner, min_replicas=low, max_replicas=high,
             hpa=autoscaler.get("hpa")) if klass == "HPA" else None
+        keda = objects.scaled_object(
+            isvc=name, namespace=namespace, component=comp, owner=owner, min_replicas=low, max_replicas=high,
+            keda=autoscaler.get("keda") or {}) if klass == "KEDA" and inputs.scaled_objects else None
+        source = "isvc" if isinstance(own, dict) and own.get("autoscaler") else "runtime" if isinstance(
+            runtime_spec.get(f"{comp}Config"), dict) and runtime_spec[f"{comp}Config"].get("autoscaler") else "default"
         plans.append(ComponentPlan(
             name=comp, mode=mode, component=component, multi_pod=multi, runners=runner_list, ports=ports,
             min_replicas=low, max_replicas=high, autoscaler_class=klass, replica=replica,
             bootstrap=objects.inference_replica_bootstrap(isvc=name, namespace=namespace, component=comp,
                                                           owner=owner, replicas=low),
-            hpa=hpa,
+            hpa=hpa, scaled_object=keda, autoscaler_source=source,
             services=objects.services(isvc=name, namespace=namespace, component=comp, owner=owner, ports=ports,
                                       multi_pod=multi, app_protocols=component.get("servicePortAppProtocols")),
             pdb=objects.pod_disruption_budget(isvc=name, namespace=namespace, component=comp, owner=owner,

@@ -18,7 +18,7 @@ from typing import Any
 from omenative.api import constants as c
 from omenative.api.conditions import condition, settle
 from omenative.api.readiness import Serving, component_ready, desired_instances
-from omenative.controllers.inferenceservice.desired import Plan
+from omenative.controllers.inferenceservice.desired import ComponentPlan, Plan
 from omenative.obj import Obj
 from omenative.observe.pods import is_true
 
@@ -62,6 +62,32 @@ def component_condition(name: str, replica: Obj | None, max_unavailable: Any, no
     return condition(kind, ok, reason, message, now)
 
 
+MANAGED_BY = {"HPA": "ome", "KEDA": "ome", "External": "external", "None": "none"}
+KEDA_NOT_INSTALLED = "KEDANotInstalled"
+
+
+def keda_missing_message(component: str) -> str:
+    return (f"{component}: autoscaler class KEDA needs KEDA's ScaledObject CRD ({c.SCALEDOBJECT_CRD}), which is not "
+            "installed: no ScaledObject is created and nothing scales the component, which keeps its Instance count; "
+            "install KEDA (omenative notices it without a restart), or use class HPA, External or None")
+
+
+def autoscaler_status(part: ComponentPlan, replica: Obj | None) -> Obj:
+    """OME's status.components.<component>.autoscaler: the class in effect, who scales, where the block came from,
+    and the counts the autoscaler set (the InferenceReplica's desired and current Instances, which are its
+    target's) while OME's own autoscaler scales it."""
+    managed = MANAGED_BY.get(part.autoscaler_class, "none")
+    out: Obj = {"class": part.autoscaler_class, "managedBy": managed, "specSource": part.autoscaler_source}
+    if managed == "ome" and replica is not None and not part.keda_missing:
+        current = int(((replica.get("status") or {}).get("replicas")) or 0)
+        desired = int(((replica.get("spec") or {}).get("replicas")) or 0)
+        out.update({k: v for k, v in (("currentReplicas", current), ("desiredReplicas", desired)) if v})
+    if part.keda_missing:
+        out["conditions"] = [{"type": "Ready", "status": "False", "reason": KEDA_NOT_INSTALLED,
+                              "message": keda_missing_message(part.name)}]
+    return out
+
+
 def rollout_hold(old_lifecycle: Obj, gate: str, reason: str, target: str, now: str) -> Obj:
     """A rollout group's hold on a component; `since` is kept while the gate and target stay."""
     old = old_lifecycle.get("rolloutHold") or {}
@@ -97,10 +123,15 @@ def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], 
             lifecycle["rolloutHold"] = rollout_hold(old_lifecycle, gate, reason, target, now)
         components[part.name] = {
             "lifecycle": lifecycle,
+            "autoscaler": autoscaler_status(part, replica),
             "url": service_url(replica_name, namespace, part.ports[0]["port"], cluster_domain),
             "scaleTargetRef": {"apiVersion": c.API_VERSION, "kind": "InferenceReplica", "name": replica_name},
             **(rollout.components.get(part.name) or {} if rollout is not None else {}),
         }
+    missing = [part.name for part in plan.components if part.keda_missing] if plan else []
+    if missing:
+        conditions.append(condition("AutoscalerReady", False, KEDA_NOT_INSTALLED,
+                                    "; ".join(keda_missing_message(name) for name in missing), now))
     conditions.append(condition("IngressReady", True, "IngressDisabled",
                                 "ingress creation is disabled; the Service " + name + " fronts the InferenceService",
                                 now))

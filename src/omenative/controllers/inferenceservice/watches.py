@@ -33,6 +33,7 @@ from omenative.ome_resources import (
     INFERENCE_REPLICAS,
     INFERENCE_SERVICES,
     PODMONITORS,
+    SCALED_OBJECTS,
     SERVING_RUNTIMES,
 )
 
@@ -62,6 +63,9 @@ def caches(config: ControllerConfig) -> Iterable[CacheSpec]:
     for resource in (SERVING_RUNTIMES, CLUSTER_SERVING_RUNTIMES, BASE_MODELS, CLUSTER_BASE_MODELS):
         yield CacheSpec(resource=resource)
     yield CacheSpec(resource=PODMONITORS, label_selector=LABEL_ISVC, start=False, indexers={BY_ISVC: isvc_label_index})
+    # KEDA writes a ScaledObject's status at every poll while a trigger is active: not cached, so it wakes nothing.
+    yield CacheSpec(resource=SCALED_OBJECTS, label_selector=LABEL_ISVC, start=False, transform=without_status,
+                    indexers={BY_ISVC: isvc_label_index})
 
 
 class OwnedReplicaEvents:
@@ -99,7 +103,8 @@ def watches(w: Wiring) -> Iterable[tuple[Resource, Handler]]:
             isvcs.add(key)
 
     # Their status is not cached, so a status update arrives as an update that changed nothing: not passed on.
-    for resource in (k.SERVICES, k.HPAS, k.PDBS, k.SERVICE_ACCOUNTS, k.ROLES, k.ROLE_BINDINGS, PODMONITORS):
+    for resource in (k.SERVICES, k.HPAS, k.PDBS, k.SERVICE_ACCOUNTS, k.ROLES, k.ROLE_BINDINGS, PODMONITORS,
+                     SCALED_OBJECTS):
         yield resource, ChangedOnly(FuncHandler(by_isvc_label))
 
     def runtime_changed(obj: Obj) -> None:
