@@ -267,8 +267,11 @@ async def test_a_pause_holds_a_rolling_update_and_resume_finishes_it(
     await set_images(control_plane, namespace, "paused", V2, "engine")
 
     async def surging() -> bool:
+        # A single pod surges in its Instance's other name slot (OME's activeOrdinal): four Instances, one of
+        # them moving, its new pod waiting for room.
         replica = (await replicas_of(control_plane, namespace, "paused"))["engine"]["status"]
-        return replica.get("replicas") == 5 and int(replica.get("updatedReplicas") or 0) == 1
+        moving = [r for r in decode_rows(replica) if r.operation is not None and r.operation.step == "Surge"]
+        return replica.get("replicas") == 4 and int(replica.get("updatedReplicas") or 0) == 1 and len(moving) == 1
 
     await wait_for(surging, timeout=60, what="the first surge waiting for room", describe=describe)
     # The guarded patch tests the resourceVersion the command read; the status moves during an update, so a

@@ -7,6 +7,7 @@ from __future__ import annotations
 import attrs
 
 from omenative.api import constants as c
+from omenative.api import slots
 from omenative.api.naming import MAX_DNS_LABEL
 from omenative.api.phases import DELETING, FAILED, READY, UPDATING
 from omenative.api.readiness import Serving, replica_ready
@@ -34,8 +35,15 @@ def with_counts(view: ReplicaView, rows: dict[int, InstanceStatus]) -> tuple[lis
         serving += int(is_serving and counted)
         available += int(is_available and counted)
         on_update = (row.running_revision or row.target_revision) == view.update_revision
+        new_ready = is_ready
+        if slots.single_surge(row) and row.target_revision == view.update_revision:
+            # A single pod's surge moves the Instance from its start, as a gang's surge does with its replacement
+            # Instance: the rollout's gates (ratio, budgets) see it at once, Ready once its new pod is.
+            on_update = True
+            new_ready = instance_facts(row, view.pods.get(row.index or 0, []), view.pods_per_instance,
+                                       slots.target_ordinal(row)).ready()
         updated += int(on_update and counted)
-        updated_ready += int(on_update and is_ready and counted)
+        updated_ready += int(on_update and new_ready and counted)
         final.append(attrs.evolve(
             row, pod_count=facts.present, serving_pod_count=sum(p.serving for p in facts.pods),
             available_pod_count=sum(p.available(view.now, view.min_ready_seconds) for p in facts.pods)))
