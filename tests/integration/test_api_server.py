@@ -83,8 +83,8 @@ async def test_kubectl_explain_and_get_irep(control_plane: ControlPlane, namespa
     replica = {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
                "metadata": {"name": "demo-engine", "namespace": namespace,
                             "annotations": {"ome.io/controller-write": "true"}},
-               "spec": {"component": "engine", "replicas": 2, "runners": [{"name": "default", "size": 1,
-                                                                           "template": {"spec": {}}}]}}
+               "spec": {"parentRef": {"name": "demo"}, "component": "engine", "replicas": 2,
+                        "runners": [{"name": "default", "size": 1, "template": {"spec": {}}}]}}
     await kube.create(INFERENCE_REPLICAS, replica, namespace)
     await kube.request("PATCH", INFERENCE_REPLICAS.path(namespace, "demo-engine", "status"),
                        body={"status": {"replicas": 2, "readyReplicas": 1, "availableReplicas": 1}},
@@ -136,12 +136,18 @@ async def test_the_webhook_refuses_and_warns_through_kubectl(
         out = await control_plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(fine))
         assert out.stdout.strip() == "inferenceservice.ome.io/qwen3-multi-node created"
 
-        # An InferenceReplica is omenative's to write: a hand-made one is refused.
+        # A projected InferenceReplica (it names its InferenceService) is omenative's to write: a hand-made one is
+        # refused. A standalone one (no parent) is the user's, judged by OME's rules: a runner with no container is
+        # refused.
         hand_made = {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
                      "metadata": {"name": "mine", "namespace": namespace},
-                     "spec": {"component": "engine", "runners": [{"name": "default", "template": {}}]}}
+                     "spec": {"component": "engine", "parentRef": {"name": "qwen3-multi-node"},
+                              "runners": [{"name": "default", "template": {}}]}}
         out = await control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(hand_made), check=False)
-        assert out.returncode != 0 and "change the InferenceService instead" in out.stderr
+        assert out.returncode != 0 and "edit the InferenceService instead" in out.stderr
+        del hand_made["spec"]["parentRef"]
+        out = await control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(hand_made), check=False)
+        assert out.returncode != 0 and "spec.runners[default].template.spec.containers is required" in out.stderr
 
         # The PD seed, with its catalog runtime and model: admitted with the seed's warning.
         pd_runtime = load("runtimes/srt/meta/llama-3-2-1b-instruct-pd-rt.yaml")

@@ -640,6 +640,12 @@ class Chaos:
             result.logs = [str(p.log_path) for p in (killed, self.process) if p is not None]
             result.timeline = [" ".join(f"{r.index}:{r.phase}/{r.running_revision}"
                                         for r in decode_rows(v.get("status"))) for v in engine_rows.versions]
+            with contextlib.suppress(client.ApiException):
+                phase, canary = await self.canary_phase(name)
+                status = {k: v for k, v in ((await self.replica(name) or {}).get("status") or {}).items()
+                          if k != "instanceStatuses"}
+                result.timeline.append(f"rollout phase {phase} canary {json.dumps(canary)} engine status "
+                                       f"{json.dumps(status)[:1500]}")
         return result
 
 

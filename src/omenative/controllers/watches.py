@@ -60,8 +60,13 @@ def routed_pod_index(endpoint_slice: Obj) -> list[str]:
 
 
 def replica_key_of(obj: Obj) -> str | None:
-    """The InferenceReplica a child belongs to, from its labels (pods, PodGroups, ControllerRevisions)."""
+    """The InferenceReplica a child belongs to (pods, PodGroups, ControllerRevisions): its controller, else its
+    labels. A standalone replica's children carry its own name as `ome.io/inferenceservice`, so only the owner
+    reference names it."""
     meta = obj.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("kind") == "InferenceReplica" and ref.get("controller"):
+            return f"{meta.get('namespace')}/{ref.get('name')}"
     labels = meta.get("labels") or {}
     isvc, component = labels.get(c.LABEL_ISVC), labels.get(c.LABEL_COMPONENT)
     if not isvc or not component:

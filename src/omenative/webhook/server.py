@@ -30,7 +30,7 @@ import structlog
 from aiohttp import web
 
 from omenative.api import constants as c
-from omenative.api import migration_request, naming
+from omenative.api import migration_request, naming, standalone
 from omenative.api.config import ControllerConfig
 from omenative.api.modes import declared_components
 from omenative.api.types import BaseModelSpec, ServingRuntimeSpec
@@ -40,7 +40,7 @@ from omenative.kube.apply import FIELD_MANAGER
 from omenative.kube.client import ApiError, KubeClient
 from omenative.kube.resources import MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS, Resource
 from omenative.obj import Obj
-from omenative.ome_resources import INFERENCE_REPLICAS
+from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES
 from omenative.render.pods import scale_limit
 from omenative.webhook.certs import Bundle, renew
 
@@ -190,15 +190,25 @@ class WebhookServer:
         req = await self._review(request)
         obj = req.get("object") or {}
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        old = req.get("oldObject") or {}
+        if req.get("operation") in ("CREATE", "UPDATE") and not standalone.projected(obj) and \
+                not standalone.projected(old):
+            # A standalone replica: the user owns its spec, judged by OME's rules for one.
+            namespace = req.get("namespace") or (obj.get("metadata") or {}).get("namespace") or ""
+            errors = standalone.standalone_errors(
+                obj, old or None, lambda name: self.ctx.get(INFERENCE_SERVICES, namespace, name) is not None)
+            if errors:
+                log.info("rejected a standalone InferenceReplica", name=(obj.get("metadata") or {}).get("name"),
+                         reason="; ".join(errors))
+            return web.json_response(review_response(req, allowed=not errors, message="; ".join(errors)))
         if req.get("operation") in ("CREATE", "UPDATE") and annotations.get(c.ANN_CONTROLLER_WRITE) != "true":
-            old = req.get("oldObject") or {}
             finalizers_only = old and {k: v for k, v in old.items() if k != "metadata"} == \
                 {k: v for k, v in obj.items() if k != "metadata"}
             if not finalizers_only:
                 parent = ((obj.get("spec") or {}).get("parentRef") or {}).get("name") or "its InferenceService"
                 return web.json_response(review_response(req, allowed=False, message=(
                     f"InferenceReplica {(obj.get('metadata') or {}).get('name')} is written by omenative from "
-                    f"InferenceService {parent}; change the InferenceService instead")))
+                    f"InferenceService {parent}; edit the InferenceService instead")))
         return web.json_response(review_response(req, allowed=True))
 
     async def validate_scale(self, request: web.Request) -> web.Response:

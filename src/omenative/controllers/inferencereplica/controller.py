@@ -10,7 +10,7 @@ from typing import Any
 import structlog
 
 from omenative.api import constants as c
-from omenative.api import migration_request, naming
+from omenative.api import migration_request, naming, standalone
 from omenative.api.conditions import settle
 from omenative.api.defaults import (
     IN_PLACE_STRATEGIES,
@@ -35,7 +35,7 @@ from omenative.controllers.watches import BY_ISVC, BY_REPLICA, RevisionNamed, re
 from omenative.kube.client import ApiError
 from omenative.kube.controller import Result, split_key
 from omenative.kube.expectations import expected
-from omenative.kube.resources import CONTROLLER_REVISIONS, NODES, PODS
+from omenative.kube.resources import CONTROLLER_REVISIONS, NODES, PODS, SERVICES
 from omenative.obj import Obj
 from omenative.observe.pods import PodFacts, is_true, pod_facts
 from omenative.observe.refusals import classify
@@ -43,6 +43,7 @@ from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODG
 from omenative.render import objects, placement
 from omenative.render.in_place import images_only
 from omenative.render.pods import pod_count, scale_limit
+from omenative.render.templates import serving_ports
 
 log = structlog.get_logger(__name__)
 # Pod counts alone (routine progress) wait this long for a change that matters before they are written on their own.
@@ -111,6 +112,8 @@ class InferenceReplicaController:
         result = planner.plan(view)
         if not deleting:
             await self._ensure_revision(ir, isvc, component, revision, runners)
+            if not standalone.projected(ir):
+                await self._ensure_headless_service(ir, component, runners)
 
         parent = reads.get(INFERENCE_SERVICES, namespace, isvc) or ir
         for event in result.events:
@@ -182,6 +185,25 @@ class InferenceReplicaController:
                 return teardown or wake
             return Result(requeue_after=min(teardown.requeue_after or math.inf, wake.requeue_after or math.inf))
         return wake
+
+    async def _ensure_headless_service(self, ir: Obj, component: str, runners: list[Obj]) -> None:
+        """A standalone replica's headless Service `{replica}-{component}-headless`, owned by the replica: its pods'
+        subdomain, so that a leader's DNS name resolves (an InferenceService makes it for the replicas it projects;
+        a standalone replica gets no other Service, as in OME)."""
+        meta = ir["metadata"]
+        owner = objects.owner_reference(ir, kind="InferenceReplica")
+        _, headless = objects.services(isvc=meta["name"], namespace=meta["namespace"], component=component,
+                                       owner=owner, ports=serving_ports(runners),
+                                       multi_pod=any(r.get("name") == c.RUNNER_LEADER for r in runners))
+        try:
+            await self.writes.applier.apply(SERVICES, headless)
+        except ApiError as exc:
+            if classify(exc.status, exc.reason, exc.message) is None:
+                raise
+            key = f"{meta['namespace']}/{meta['name']}"
+            if self.writes.refusals.announce_child(key, "Service", exc.message):
+                self.writes.events.event(ir, "Warning", "FailedCreate",
+                                         f"Error creating Service {headless['metadata']['name']}: {exc.message}")
 
     def rollback_target(self, ir: Obj, isvc: str, component: str, revision: str) -> str:
         """The revision to roll out: the spec's, or the one `spec.pacing.rollbackToRevision` names while its

@@ -1,0 +1,161 @@
+"""A standalone InferenceReplica, as OME's "Run a standalone replica" guide runs one, step by step with its commands:
+an inline-template replica (no InferenceService) is Ready with one Instance, its headless Service and revision; it
+is scaled with `kubectl scale` and updated with the guide's JSON patch, a SurgeThenDrain rollout to a new revision;
+a replica count of 0 runs one Instance. What the webhook refuses on a standalone replica is refused through kubectl
+with OME's reasons, and the guide's runtime-reference alternative is named as not supported yet. Deleting the
+replica leaves no pod."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from omenative.api import constants as c
+from tests.conftest import NodeFactory, describe_namespace
+from tests.e2e.conftest import write_yaml
+from tests.support.cluster import ControlPlane
+from tests.support.controller import ControllerProcess
+from tests.support.wait import wait_for
+
+Obj = dict[str, Any]
+IMAGE = "docker.io/hashicorp/http-echo:1.0.0"
+
+
+def replica(namespace: str) -> Obj:
+    """The guide's inferencereplica.yaml."""
+    return {"apiVersion": c.API_VERSION, "kind": "InferenceReplica",
+            "metadata": {"name": "standalone-http", "namespace": namespace},
+            "spec": {"component": "engine", "replicas": 1, "minReadySeconds": 5,
+                     "lifecycle": {"instanceReadyTimeout": "2m", "updateStrategy": {
+                         "type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}},
+                     "runners": [{"name": "default", "size": 1, "template": {
+                         "metadata": {"labels": {"app.kubernetes.io/name": "standalone-http"}},
+                         "spec": {"terminationGracePeriodSeconds": 10, "containers": [{
+                             "name": "ome-container", "image": IMAGE,
+                             "args": ["-listen=:8080", "-text=hello from standalone v1"],
+                             "ports": [{"name": "http", "containerPort": 8080}],
+                             "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 2},
+                             "resources": {"requests": {"cpu": "25m", "memory": "32Mi"},
+                                           "limits": {"cpu": "100m", "memory": "64Mi"}}}]}}}]}}
+
+
+async def test_the_standalone_replica_guide(
+    control_plane: ControlPlane, api: client.ApiClient, omenative: ControllerProcess, sim_nodes: NodeFactory,
+    namespace: str, tmp_path: Path,
+) -> None:
+    kubectl = control_plane.kubectl
+    describe = lambda: describe_namespace(api, namespace)  # noqa: E731
+    await sim_nodes("cpu")
+    ir = replica(namespace)
+    ns = ("-n", namespace)
+
+    # Step 1: create the inline-template replica and wait for it.
+    out = await kubectl("apply", "-f", write_yaml(tmp_path, "inferencereplica.yaml", ir))
+    assert "inferencereplica.ome.io/standalone-http created" in out.stdout, out.output
+    out = await kubectl("wait", "inferencereplica/standalone-http", *ns, "--for=condition=Ready", "--timeout=120s",
+                        check=False)
+    assert out.returncode == 0, out.output + await describe()
+    out = await kubectl("wait", "inferencereplica/standalone-http", *ns,
+                        "--for=jsonpath={.status.availableReplicas}=1", "--timeout=120s", check=False)
+    assert out.returncode == 0, out.output + await describe()
+    pods = await kubectl("get", "pods", *ns, "-l", "app.kubernetes.io/name=standalone-http", "-o",
+                         "jsonpath={range .items[*]}{.metadata.name} {.status.phase} "
+                         "{.metadata.labels.ome\\.io/inferenceservice}{\"\\n\"}{end}")
+    assert pods.stdout.split("\n")[0] == "standalone-http-engine-0-default-0 Running standalone-http", pods.stdout
+    # A headless Service and a ControllerRevision for the pod set; no InferenceService, no other Service.
+    services = await kubectl("get", "services", *ns, "-o", "custom-columns=NAME:.metadata.name,"
+                             "CLUSTER-IP:.spec.clusterIP", "--no-headers")
+    assert services.stdout.split() == ["standalone-http-engine-headless", "None"], services.stdout
+    revisions = await kubectl("get", "controllerrevisions", *ns, "-o", "name")
+    assert len(revisions.stdout.split()) == 1, revisions.stdout
+    isvcs = await kubectl("get", "inferenceservices", *ns, "-o", "name")
+    assert isvcs.stdout.strip() == ""
+
+    # Step 2: the user's own Service over the template's label.
+    user_service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "standalone-http",
+                                                                        "namespace": namespace},
+                    "spec": {"selector": {"app.kubernetes.io/name": "standalone-http"},
+                             "ports": [{"name": "http", "port": 8080, "targetPort": "http"}]}}
+    await kubectl("apply", "-f", write_yaml(tmp_path, "service.yaml", user_service))
+
+    # Step 3: scale to two Instances, then update the response with the guide's JSON patch.
+    out = await kubectl("scale", "inferencereplica", "standalone-http", *ns, "--replicas=2")
+    assert "inferencereplica.ome.io/standalone-http scaled" in out.stdout, out.output
+    out = await kubectl("wait", "inferencereplica/standalone-http", *ns,
+                        "--for=jsonpath={.status.availableReplicas}=2", "--timeout=120s", check=False)
+    assert out.returncode == 0, out.output + await describe()
+    before = (await kubectl("get", "inferencereplica", "standalone-http", *ns, "-o",
+                            "jsonpath={.status.updateRevision}")).stdout
+    patch = [{"op": "replace", "path": "/spec/runners/0/template/spec/containers/0/args/1",
+              "value": "-text=hello from standalone v2"}]
+    (tmp_path / "update-response.json").write_text(json.dumps(patch))
+    await kubectl("patch", "inferencereplica", "standalone-http", *ns, "--type=json",
+                  f"--patch-file={tmp_path / 'update-response.json'}")
+
+    async def rolled() -> list[str] | None:
+        out = await kubectl("get", "inferencereplica", "standalone-http", *ns, "-o", "custom-columns="
+                            "GENERATION:.metadata.generation,OBSERVED:.status.observedGeneration,"
+                            "TARGET:.status.updateRevision,CURRENT:.status.currentRevision,"
+                            "READY:.status.conditions[?(@.type==\"Ready\")].status,"
+                            "UPDATED-READY:.status.updatedReadyReplicas,AVAILABLE:.status.availableReplicas",
+                            "--no-headers")
+        generation, observed, target, current, ready, updated, available = out.stdout.split()
+        done = target != before and current == target and observed == generation and ready == "True" and \
+            updated == available == "2"
+        return out.stdout.split() if done else None
+
+    await wait_for(rolled, timeout=120, what="the rollout to the new revision", describe=describe)
+    args = await kubectl("get", "pods", *ns, "-l", "app.kubernetes.io/name=standalone-http", "-o",
+                         "jsonpath={range .items[*]}{.metadata.deletionTimestamp}|{.spec.containers[0].args[1]}"
+                         "{\"\\n\"}{end}")
+    live = [line.split("|")[1] for line in args.stdout.splitlines() if line.startswith("|")]
+    assert live == ["-text=hello from standalone v2"] * 2, args.stdout
+
+    # 0 runs one Instance: a standalone replica does not scale to zero.
+    await kubectl("scale", "inferencereplica", "standalone-http", *ns, "--replicas=0")
+    out = await kubectl("wait", "inferencereplica/standalone-http", *ns,
+                        "--for=jsonpath={.status.replicas}=1", "--timeout=60s", check=False)
+    assert out.returncode == 0, out.output + await describe()
+
+    # What the webhook refuses on a standalone replica, in OME's reasons.
+    async def refused(obj: Obj) -> str:
+        out = await kubectl("apply", "-f", write_yaml(tmp_path, "refused.yaml", obj), check=False)
+        assert out.returncode != 0, out.output
+        return out.stderr
+
+    ref = {"apiVersion": c.API_VERSION, "kind": "InferenceReplica",
+           "metadata": {"name": "standalone-http-ref", "namespace": namespace},
+           "spec": {"component": "engine", "replicas": 1, "minReadySeconds": 5,
+                    "runtimeRef": {"apiGroup": "ome.io", "kind": "ServingRuntime", "name": "http-echo"}}}
+    assert "not supported by omenative: spec.runtimeRef" in await refused(ref)
+    both = {**ref, "spec": {**ref["spec"], "runners": ir["spec"]["runners"]}}
+    assert "are two template sources" in await refused(both)
+    none = {**ref, "spec": {"component": "engine"}}
+    assert "TemplateSourceMissing" in await refused(none)
+    hpa = {**ir, "metadata": {"name": "scaled", "namespace": namespace},
+           "spec": {**ir["spec"], "autoscaler": {"class": "HPA"}}}
+    assert "spec.autoscaler.class HPA: only the InferenceService controller creates a scaler" in await refused(hpa)
+    nested = {**ir, "metadata": {"name": "nested", "namespace": namespace},
+              "spec": {**ir["spec"], "lifecycle": {"minReadySeconds": 5}}}
+    assert "spec.lifecycle.minReadySeconds is not read on a replica" in await refused(nested)
+    role = {**ir, "spec": {**ir["spec"], "component": "decoder"}}
+    assert "spec.component is immutable" in await refused(role)
+    parent = {"apiVersion": c.API_VERSION, "kind": "InferenceService",
+              "metadata": {"name": "llm", "namespace": namespace},
+              "spec": {"deploymentMode": "RawDeployment", "engine": {"runner": {"name": "c", "image": IMAGE}}}}
+    await kubectl("apply", "-f", write_yaml(tmp_path, "isvc.yaml", parent))
+    clash = {**ir, "metadata": {"name": "llm-engine", "namespace": namespace}}
+    assert "collides with InferenceService 'llm'" in await refused(clash)
+
+    # Clean up: the replica goes with its pods and its headless Service.
+    await kubectl("delete", "service", "standalone-http", *ns)
+    await kubectl("delete", "inferencereplica", "standalone-http", *ns, "--wait=true", "--timeout=120s")
+
+    async def gone() -> bool:
+        left = await kubectl("get", "pods,services", *ns, "-o", "name")
+        return left.stdout.strip() == ""
+
+    await wait_for(gone, timeout=60, what="no pod or Service left", describe=describe)

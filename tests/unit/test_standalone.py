@@ -1,0 +1,73 @@
+"""Standalone InferenceReplicas: which replica is projected, and OME's admission rules for one the user owns."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from omenative.api.standalone import projected, standalone_errors
+
+Obj = dict[str, Any]
+CONTAINER = {"name": "ome-container", "image": "docker.io/hashicorp/http-echo:1.0.0"}
+GOOD: Obj = {"metadata": {"name": "standalone-http"}, "spec": {
+    "component": "engine", "replicas": 1, "runners": [{"name": "default", "size": 1,
+                                                       "template": {"spec": {"containers": [CONTAINER]}}}]}}
+
+
+def with_(path: str, value: Any) -> Obj:
+    obj = copy.deepcopy(GOOD)
+    *parents, last = path.split(".")
+    node = obj
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return obj
+
+
+def errors(obj: Obj, old: Obj | None = None, services: tuple[str, ...] = ("llm",)) -> list[str]:
+    return standalone_errors(obj, old, lambda name: name in services)
+
+
+def test_projected_or_standalone() -> None:
+    assert not projected(GOOD)
+    assert projected(with_("spec.parentRef", {"name": "llm"}))
+    assert projected(with_("metadata.ownerReferences", [{"kind": "InferenceService", "controller": True}]))
+    assert not projected(with_("metadata.ownerReferences", [{"kind": "Deployment", "controller": True}]))
+
+
+def test_a_well_formed_replica_passes_and_a_leader_with_workers_too() -> None:
+    assert errors(GOOD) == []
+    gang = with_("spec.runners", [{"name": "leader", "size": 1, "template": {"spec": {"containers": [CONTAINER]}}},
+                                  {"name": "worker", "size": 3, "template": {"spec": {"containers": [CONTAINER]}}}])
+    assert errors(gang) == []
+
+
+@pytest.mark.parametrize(("obj", "said"), [
+    (with_("metadata.name", "Bad_Name"), "must match [a-z]([-a-z0-9]*[a-z0-9])?"),
+    (with_("metadata.name", "llm"), "collides with InferenceService 'llm'"),
+    (with_("metadata.name", "llm-decoder"), "collides with InferenceService 'llm'"),
+    (with_("metadata.annotations", {"ome.io/controller-write": "true"}), "drop the copied annotation"),
+    (with_("metadata.annotations", {"ome.io/migration-request-v1-x": "{}"}), "a migration request is not accepted"),
+    (with_("spec.runtimeRef", {"name": "http-echo"}), "are two template sources"),
+    ({"metadata": {"name": "r"}, "spec": {"component": "engine", "modelRef": {"name": "m"}}},
+     "not supported by omenative: spec.modelRef"),
+    ({"metadata": {"name": "r"}, "spec": {"component": "engine"}}, "TemplateSourceMissing"),
+    (with_("spec.runners", [{"name": "leader", "size": 1, "template": {"spec": {"containers": [CONTAINER]}}}]),
+     "must be one `default` runner"),
+    (with_("spec.runners", [{"name": "default", "size": 2, "template": {"spec": {"containers": [CONTAINER]}}}]),
+     "spec.runners[default].size must be 1, got 2"),
+    (with_("spec.autoscaler", {"class": "KEDA"}), "spec.autoscaler.class KEDA: only the InferenceService"),
+    (with_("spec.lifecycle", {"minReadySeconds": 5}), "set spec.minReadySeconds"),
+    (with_("spec.pacing", {"partition": 2}), "spec.pacing.partition (2) must not exceed spec.replicas (1)"),
+])
+def test_what_the_webhook_refuses(obj: Obj, said: str) -> None:
+    found = errors(obj)
+    assert any(said in e for e in found), found
+
+
+def test_the_component_is_immutable_and_external_is_accepted() -> None:
+    assert errors(with_("spec.component", "decoder"), old=GOOD) == [
+        "spec.component is immutable: recreate the replica to change its role"]
+    assert errors(with_("spec.autoscaler", {"class": "External"})) == []
