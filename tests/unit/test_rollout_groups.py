@@ -149,6 +149,29 @@ def test_maintain_ratio_with_no_tolerance_still_finishes() -> None:
     assert moved == {"engine": 4, "decoder": 2}
 
 
+def test_maintain_ratio_holds_an_update_that_would_skew_the_serving_ratio() -> None:
+    """OME: maintainRatio also holds an update that would move the serving ratio more than the tolerance from the
+    desired one (4:2 here). Under RecreatePod an engine already out of rotation (3 of 4 serving) may not take a second
+    one out (2:2 is 50% from 2:1); with every Instance serving, one may always go, so the rollout never stops; a
+    SurgeThenDrain component keeps serving while it moves and is never held for it."""
+    group = {"components": ["engine", "decoder"], "rollingUpdate": {"maxUnavailable": 1},
+             "maintainRatio": {"tolerance": 25}}
+
+    def engine(serving: int, strategy: str = "RecreatePod") -> r.Member:
+        return attrs.evolve(member("engine", 4, new=1, strategy=strategy), serving=serving)
+
+    decoder = attrs.evolve(member("decoder", 2, new=1, strategy="RecreatePod"), serving=2)
+    held = plan([group], engine(3), decoder).directives["engine"]
+    assert held.hold is not None and held.hold[0] == "Ratio", held
+    assert held.hold[1] == ("engine: another Instance out of rotation would move the serving ratio to 2:2 decoder, "
+                            "more than 25% from 4:2")
+    assert held.partition == 3  # the three Instances still on the old revision stay
+    free = plan([group], engine(4), attrs.evolve(decoder, serving=2)).directives["engine"]
+    assert free.hold is None or free.hold[0] != "Ratio" or "serving ratio" not in free.hold[1]
+    surging = plan([group], engine(3, r.SURGE_THEN_DRAIN), decoder).directives["engine"]
+    assert surging.hold is None or "serving ratio" not in surging.hold[1]
+
+
 def test_sequence_waits_then_soaks_then_starts_the_engine() -> None:
     groups = [{"components": ["decoder"], "soak": "10m"}, {"components": ["engine"]}]
     first = plan(groups, member("decoder", 1), member("engine", 1))

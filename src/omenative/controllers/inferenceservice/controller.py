@@ -336,6 +336,7 @@ class InferenceServiceController:
         return rollout.Member(
             name=part.name, desired=desired_instances(ir) if ir is not None else part.min_replicas, target=target,
             stable=stable, revisions=revisions, strategy=strategy or rollout.SURGE_THEN_DRAIN,
+            serving=int(status.get("servingReplicas") or 0) if ir is not None else None,
             pairing=pairing_of(part.runners),
             pairings={rev: self.revision_pairing(meta, part.name, rev)
                       for rev in {rev for rev, _, _ in revisions} | ({stable} if stable else set()) if rev})

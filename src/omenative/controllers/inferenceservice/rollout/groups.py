@@ -89,8 +89,34 @@ def maintain_ratio(planner: RolloutPlanner, members: list[Member], tolerance: in
                 planner.hold(member.name, "Ratio", (
                     f"{member.name} at {progress[member.name]:.0%} of its rollout waits for {others} "
                     f"(tolerance {tolerance}%)"))
+    serving_ratio(planner, members, tolerance)
     return {"tolerance": tolerance,
             "progress": [{"component": m.name, "updated": m.on(m.target), "desired": m.desired} for m in members]}
+
+
+def serving_ratio(planner: RolloutPlanner, members: list[Member], tolerance: int) -> None:
+    """OME's second ratio check: an update that takes another Instance out of rotation (every strategy but
+    SurgeThenDrain, whose old Instance serves until its replacement does) is held while it would move the serving
+    ratio of two components more than `tolerance` percent from their desired ratio. One Instance out of rotation is
+    always allowed when every component serves in full, or a tight tolerance would stop the rollout for good."""
+    if any(m.serving is None for m in members):
+        return
+    full = all((m.serving or 0) >= m.desired for m in members)
+    for member in members:
+        if member.strategy == SURGE_THEN_DRAIN or member.on(member.target) >= member.desired or full:
+            continue
+        for other in members:
+            if other is member or not other.serving or not other.desired or not member.desired:
+                continue
+            want = member.desired / other.desired
+            would = ((member.serving or 0) - 1) / other.serving
+            if abs(would / want - 1) > tolerance / 100 + 1e-9:
+                planner.set(member.name, partition=member.desired - member.on(member.target))
+                planner.hold(member.name, "Ratio", (
+                    f"{member.name}: another Instance out of rotation would move the serving ratio to "
+                    f"{(member.serving or 0) - 1}:{other.serving} {other.name}, more than {tolerance}% from "
+                    f"{member.desired}:{other.desired}"))
+                break
 
 
 def sequence(planner: RolloutPlanner, groups: list[tuple[int, Obj]]) -> None:

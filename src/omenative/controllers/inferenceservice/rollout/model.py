@@ -37,6 +37,7 @@ class Member:
     strategy: str = SURGE_THEN_DRAIN
     pairing: str | None = None  # the target revision's ome.io/pairing-protocol
     pairings: dict[str, str | None] = attrs.field(factory=dict)  # the token of each revision its Instances run
+    serving: int | None = None  # Instances in rotation (the InferenceReplica's servingReplicas); None: unknown
 
     def on(self, revision: str | None) -> int:
         return sum(1 for rev, _, _ in self.revisions if rev == revision)
