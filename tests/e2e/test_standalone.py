@@ -2,8 +2,9 @@
 an inline-template replica (no InferenceService) is Ready with one Instance, its headless Service and revision; it
 is scaled with `kubectl scale` and updated with the guide's JSON patch, a SurgeThenDrain rollout to a new revision;
 a replica count of 0 runs one Instance. What the webhook refuses on a standalone replica is refused through kubectl
-with OME's reasons, and the guide's runtime-reference alternative is named as not supported yet. Deleting the
-replica leaves no pod."""
+with OME's reasons. The guide's alternative renders a replica from a ServingRuntime: named before it exists, the
+replica reports RuntimeNotFound and runs once it is created, with nothing written to its spec, and a change to the
+runtime rolls it to a new revision. Deleting the replicas leaves no pod."""
 
 from __future__ import annotations
 
@@ -40,6 +41,32 @@ def replica(namespace: str) -> Obj:
                              "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 2},
                              "resources": {"requests": {"cpu": "25m", "memory": "32Mi"},
                                            "limits": {"cpu": "100m", "memory": "64Mi"}}}]}}}]}}
+
+
+def reference_replica(namespace: str) -> Obj:
+    """The guide's runtime-ref-replica.yaml."""
+    return {"apiVersion": c.API_VERSION, "kind": "InferenceReplica",
+            "metadata": {"name": "standalone-http-ref", "namespace": namespace},
+            "spec": {"component": "engine", "replicas": 1, "minReadySeconds": 5,
+                     "runtimeRef": {"apiGroup": "ome.io", "kind": "ServingRuntime", "name": "http-echo"},
+                     "lifecycle": {"instanceReadyTimeout": "2m", "updateStrategy": {
+                         "type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}}}}
+
+
+def runtime(namespace: str, text: str) -> Obj:
+    """The guide's servingruntime.yaml, answering `hello from runtime <text>`."""
+    return {"apiVersion": c.API_VERSION, "kind": "ServingRuntime", "metadata": {"name": "http-echo",
+                                                                               "namespace": namespace},
+            "spec": {"engineConfig": {"terminationGracePeriodSeconds": 10, "runner": {
+                "name": "ome-container", "image": IMAGE, "args": ["-listen=:8080", f"-text=hello from runtime {text}"],
+                "ports": [{"name": "http", "containerPort": 8080}],
+                "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 2},
+                "resources": {"requests": {"cpu": "25m", "memory": "32Mi"},
+                              "limits": {"cpu": "100m", "memory": "64Mi"}}}}}}
+
+
+async def _equal(got: Any, want: str) -> bool:
+    return bool(await got == want)
 
 
 async def test_the_standalone_replica_guide(
@@ -126,15 +153,15 @@ async def test_the_standalone_replica_guide(
         assert out.returncode != 0, out.output
         return out.stderr
 
-    ref = {"apiVersion": c.API_VERSION, "kind": "InferenceReplica",
-           "metadata": {"name": "standalone-http-ref", "namespace": namespace},
-           "spec": {"component": "engine", "replicas": 1, "minReadySeconds": 5,
-                    "runtimeRef": {"apiGroup": "ome.io", "kind": "ServingRuntime", "name": "http-echo"}}}
-    assert "not supported by omenative: spec.runtimeRef" in await refused(ref)
+    ref = reference_replica(namespace)
     both = {**ref, "spec": {**ref["spec"], "runners": ir["spec"]["runners"]}}
     assert "are two template sources" in await refused(both)
     none = {**ref, "spec": {"component": "engine"}}
     assert "TemplateSourceMissing" in await refused(none)
+    model = {**ref, "spec": {"component": "engine", "modelRef": {"name": "llama-3-2-1b-instruct"}}}
+    assert "not supported by omenative: spec.modelRef" in await refused(model)
+    pinned = {**ref, "spec": {**ref["spec"], "runtimeRef": {**ref["spec"]["runtimeRef"], "autoSync": False}}}
+    assert "pin a runtime, which a replica does not honor" in await refused(pinned)
     hpa = {**ir, "metadata": {"name": "scaled", "namespace": namespace},
            "spec": {**ir["spec"], "autoscaler": {"class": "HPA"}}}
     assert "spec.autoscaler.class HPA: only the InferenceService controller creates a scaler" in await refused(hpa)
@@ -149,6 +176,49 @@ async def test_the_standalone_replica_guide(
     await kubectl("apply", "-f", write_yaml(tmp_path, "isvc.yaml", parent))
     clash = {**ir, "metadata": {"name": "llm-engine", "namespace": namespace}}
     assert "collides with InferenceService 'llm'" in await refused(clash)
+
+    # The guide's alternative: render from a runtime. Named before it exists, the replica says so and waits.
+    await kubectl("apply", "-f", write_yaml(tmp_path, "runtime-ref-replica.yaml", ref))
+
+    async def reason() -> str:
+        out = await kubectl("get", "inferencereplica", "standalone-http-ref", *ns, "-o",
+                            "jsonpath={.status.conditions[?(@.type==\"Ready\")].reason}")
+        return out.stdout
+
+    await wait_for(lambda: _equal(reason(), "RuntimeNotFound"), timeout=30, what="Ready=False RuntimeNotFound",
+                   describe=describe)
+    events = await kubectl("get", "events", *ns, "--field-selector", "reason=RuntimeNotFound", "-o",
+                           "jsonpath={.items[*].message}")
+    assert events.stdout == f'runtime "http-echo" not found in namespace {namespace}', events.stdout
+    await kubectl("apply", "-f", write_yaml(tmp_path, "servingruntime.yaml", runtime(namespace, "reference")))
+    out = await kubectl("wait", "inferencereplica/standalone-http-ref", *ns, "--for=condition=Ready",
+                        "--timeout=120s", check=False)
+    assert out.returncode == 0, out.output + await describe()
+    selector = (await kubectl("get", "inferencereplica", "standalone-http-ref", *ns, "-o",
+                              "jsonpath={.status.labelSelector}")).stdout
+    pods = await kubectl("get", "pods", *ns, "-l", selector, "-o",
+                         "jsonpath={.items[0].metadata.name} {.items[0].spec.containers[0].args[1]}")
+    assert pods.stdout == "standalone-http-ref-engine-0-default-0 -text=hello from runtime reference", pods.stdout
+    stored = await kubectl("get", "inferencereplica", "standalone-http-ref", *ns, "-o", "jsonpath={.spec.runners}")
+    assert stored.stdout == ""  # rendered in memory, never written to the spec
+    # The live runtime: changing it rolls the replica to a new revision.
+    first = (await kubectl("get", "inferencereplica", "standalone-http-ref", *ns, "-o",
+                           "jsonpath={.status.updateRevision}")).stdout
+    await kubectl("apply", "-f", write_yaml(tmp_path, "servingruntime.yaml", runtime(namespace, "reference v2")))
+
+    async def followed() -> bool:
+        out = await kubectl("get", "inferencereplica", "standalone-http-ref", *ns, "-o",
+                            "jsonpath={.status.updateRevision} {.status.currentRevision} {.status.readyReplicas}")
+        target, current, ready = [*out.stdout.split(), "", "", ""][:3]
+        pods = await kubectl("get", "pods", *ns, "-l", selector, "-o",
+                             "jsonpath={range .items[*]}{.metadata.deletionTimestamp}|{.spec.containers[0].args[1]}"
+                             "{\"\\n\"}{end}")
+        live = [line.split("|")[1] for line in pods.stdout.splitlines() if line.startswith("|")]
+        return target != first and current == target and ready == "1" and \
+            live == ["-text=hello from runtime reference v2"]
+
+    await wait_for(followed, timeout=120, what="the replica on the runtime's new revision", describe=describe)
+    await kubectl("delete", "inferencereplica", "standalone-http-ref", *ns, "--wait=true", "--timeout=120s")
 
     # Clean up: the replica goes with its pods and its headless Service.
     await kubectl("delete", "service", "standalone-http", *ns)

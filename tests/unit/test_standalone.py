@@ -51,6 +51,10 @@ def test_a_well_formed_replica_passes_and_a_leader_with_workers_too() -> None:
     (with_("metadata.annotations", {"ome.io/controller-write": "true"}), "drop the copied annotation"),
     (with_("metadata.annotations", {"ome.io/migration-request-v1-x": "{}"}), "a migration request is not accepted"),
     (with_("spec.runtimeRef", {"name": "http-echo"}), "are two template sources"),
+    ({"metadata": {"name": "r"}, "spec": {"component": "engine", "runtimeRef": {"name": "x", "autoSync": False}}},
+     "pin a runtime, which a replica does not honor"),
+    ({"metadata": {"name": "r"}, "spec": {"component": "engine", "runtimeRef": {"name": "x", "revision": "x-1"}}},
+     "pin a runtime, which a replica does not honor"),
     ({"metadata": {"name": "r"}, "spec": {"component": "engine", "modelRef": {"name": "m"}}},
      "not supported by omenative: spec.modelRef"),
     ({"metadata": {"name": "r"}, "spec": {"component": "engine"}}, "TemplateSourceMissing"),
@@ -65,6 +69,14 @@ def test_a_well_formed_replica_passes_and_a_leader_with_workers_too() -> None:
 def test_what_the_webhook_refuses(obj: Obj, said: str) -> None:
     found = errors(obj)
     assert any(said in e for e in found), found
+
+
+def test_a_runtime_reference_alone_is_a_template_source() -> None:
+    ref: Obj = {"metadata": {"name": "r"}, "spec": {"component": "engine", "runtimeRef": {"name": "http-echo"}}}
+    assert errors(ref) == []  # a runtime that does not exist yet is admitted
+    assert errors(ref) == standalone_errors(ref, None, lambda name: False, runtime={"engineConfig": {"runner": {}}})
+    assert standalone_errors(ref, None, lambda name: False, runtime={"routerConfig": {}}) == [
+        "runtime http-echo has no engineConfig: this replica could not render, and no retry would change that"]
 
 
 def test_the_component_is_immutable_and_external_is_accepted() -> None:

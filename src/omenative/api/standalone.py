@@ -57,9 +57,11 @@ def _runner_errors(runners: Any) -> list[str]:
     return errors
 
 
-def standalone_errors(replica: JSONDict, old: JSONDict | None, isvc_exists: Callable[[str], bool]) -> list[str]:
+def standalone_errors(replica: JSONDict, old: JSONDict | None, isvc_exists: Callable[[str], bool],
+                      runtime: JSONDict | None = None) -> list[str]:
     """What OME's webhook refuses on a standalone replica. `isvc_exists`: whether an InferenceService of that name
-    is in the replica's namespace."""
+    is in the replica's namespace; `runtime`: the spec of the runtime `spec.runtimeRef` names, when it exists (one
+    that does not exist yet is admitted: the replica reports RuntimeNotFound until it does)."""
     meta = replica.get("metadata") or {}
     spec = replica.get("spec") or {}
     name = str(meta.get("name") or "")
@@ -81,11 +83,23 @@ def standalone_errors(replica: JSONDict, old: JSONDict | None, isvc_exists: Call
         errors.append("manual migration needs the per-revision Service that only an InferenceService creates: a "
                       "migration request is not accepted on a standalone replica")
     refs = [r for r in REFERENCES if spec.get(r) is not None]
+    ref: JSONDict = spec["runtimeRef"] if isinstance(spec.get("runtimeRef"), dict) else {}
     if spec.get("runners") and refs:
         errors.append(f"spec.runners and spec.{refs[0]} are two template sources: a replica renders from exactly one")
+    elif spec.get("modelRef") is not None:
+        errors.append("not supported by omenative: spec.modelRef (rendering a standalone replica from a model is not "
+                      "built yet); name the runtime alone in spec.runtimeRef, or render the pod templates into "
+                      "spec.runners")
     elif refs:
-        errors.append(f"not supported by omenative: spec.{refs[0]} (rendering a standalone replica from a model or a "
-                      "runtime is not built yet); render the pod templates yourself into spec.runners")
+        if not ref.get("name"):
+            errors.append("spec.runtimeRef.name is required")
+        if ref.get("autoSync") is False or ref.get("revision"):
+            errors.append("spec.runtimeRef.autoSync: false and spec.runtimeRef.revision pin a runtime, which a replica "
+                          "does not honor: it renders the live runtime and keeps no snapshot of it")
+        piece = f"{spec.get('component') or c.ENGINE}Config"
+        if runtime is not None and not isinstance(runtime.get(piece), dict):
+            errors.append(f"runtime {ref.get('name')} has no {piece}: this replica could not render, and no retry "
+                          "would change that")
     elif not spec.get("runners"):
         errors.append("TemplateSourceMissing: set spec.runners (one `default` runner, or a `leader` and a `worker`)")
     else:

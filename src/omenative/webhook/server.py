@@ -195,8 +195,12 @@ class WebhookServer:
                 not standalone.projected(old):
             # A standalone replica: the user owns its spec, judged by OME's rules for one.
             namespace = req.get("namespace") or (obj.get("metadata") or {}).get("namespace") or ""
+            ref = (obj.get("spec") or {}).get("runtimeRef")
+            found = self.ctx.runtime_named(namespace, str(ref.get("name") or ""), ref.get("kind")) \
+                if isinstance(ref, dict) and ref.get("name") else None
             errors = standalone.standalone_errors(
-                obj, old or None, lambda name: self.ctx.get(INFERENCE_SERVICES, namespace, name) is not None)
+                obj, old or None, lambda name: self.ctx.get(INFERENCE_SERVICES, namespace, name) is not None,
+                runtime=(found[0].get("spec") or {}) if found is not None else None)
             if errors:
                 log.info("rejected a standalone InferenceReplica", name=(obj.get("metadata") or {}).get("name"),
                          reason="; ".join(errors))

@@ -40,7 +40,7 @@ from omenative.obj import Obj
 from omenative.observe.pods import PodFacts, is_true, pod_facts
 from omenative.observe.refusals import classify
 from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
-from omenative.render import objects, placement
+from omenative.render import objects, placement, replica_source
 from omenative.render.in_place import images_only
 from omenative.render.pods import pod_count, scale_limit
 from omenative.render.templates import serving_ports
@@ -57,6 +57,12 @@ def migration_caps(config: Any) -> Caps:
         window = None
     return Caps(max_per_window=config.migration_max_per_window, window=window,
                 max_in_flight=config.migration_max_in_flight)
+
+
+def render_condition(reason: str, message: str) -> Obj:
+    """A standalone replica with no pod templates it can run: Ready False with OME's reason; its pods stay as
+    they are."""
+    return {"type": "Ready", "status": "False", "reason": reason, "message": message}
 
 
 def label_selector(isvc: str, component: str) -> str:
@@ -91,13 +97,34 @@ class InferenceReplicaController:
             await self.writes.applier.remove_finalizer(INFERENCE_REPLICAS, ir, c.FINALIZER_LEGACY_DRAIN)
         spec: Obj = ir.get("spec") or {}
         runners: list[Obj] = spec.get("runners") or []
+        isvc = (spec.get("parentRef") or {}).get("name") or name
+        component = spec.get("component") or c.ENGINE
+        revision = reads.revisions.of(ir)
+        problem: tuple[str, str] | None = None
+        if not runners and isinstance(spec.get("runtimeRef"), dict) and not standalone.projected(ir):
+            # Rendered from the live runtime on every pass; while it cannot be, the Instances stay on the revision
+            # they have (its ControllerRevision) and the replica says why.
+            rendered, problem = self.render_from_runtime(ir, component)
+            if rendered:
+                runners = rendered
+                revision = objects.revision_hash(runners, spec.get("pairingProtocol"),
+                                                 int((ir.get("status") or {}).get("collisionCount") or 0))
+            else:
+                prefix = naming.revision_name(isvc, component, "")
+                last = str((ir.get("status") or {}).get("updateRevision") or "")
+                revision = last[len(prefix):] if last.startswith(prefix) else ""
+                runners = revision_runners(reads, ir, isvc, component, revision) or [] if revision else []
+            if problem is not None:
+                self.announce_render_problem(ir, *problem)
+            if not runners and problem is not None and not deleting:
+                await writes.applier.apply_status(INFERENCE_REPLICAS, name, namespace, {
+                    "observedGeneration": meta.get("generation"),
+                    "conditions": settle([render_condition(*problem)], (ir.get("status") or {}).get("conditions"))})
+                return None  # fixing the runtime wakes it (watches.py)
         if not runners:
             if deleting:
                 await self._release_all(ir)
             return None  # only the bootstrap so far: the InferenceService controller's apply follows
-        isvc = (spec.get("parentRef") or {}).get("name") or name
-        component = spec.get("component") or c.ENGINE
-        revision = reads.revisions.of(ir)
         # A canary rollback moves every Instance back to the stable revision, rendered from its ControllerRevision.
         target = self.rollback_target(ir, isvc, component, revision)
         # Everything the plan reads is taken from the caches here, before any await, so it is one moment's view.
@@ -129,7 +156,8 @@ class InferenceReplicaController:
             "currentRevision": naming.revision_name(isvc, component, result.current_revision),
             "updateRevision": naming.revision_name(isvc, component, target),
             "labelSelector": label_selector(isvc, component),
-            "conditions": settle([cond.to_dict() for cond in result.conditions], old_status.get("conditions")),
+            "conditions": settle([render_condition(*problem) if problem is not None and cond.type == "Ready"
+                                  else cond.to_dict() for cond in result.conditions], old_status.get("conditions")),
             **encode_rows(result.rows),
         }
         if result.retry_blocks:
@@ -185,6 +213,36 @@ class InferenceReplicaController:
                 return teardown or wake
             return Result(requeue_after=min(teardown.requeue_after or math.inf, wake.requeue_after or math.inf))
         return wake
+
+    def render_from_runtime(self, ir: Obj, component: str) -> tuple[list[Obj], tuple[str, str] | None]:
+        """A standalone replica's runners from the runtime `spec.runtimeRef` names, or why there are none (OME's
+        RuntimeNotFound, RuntimeDisabled, RuntimePieceMissing, RenderFailed)."""
+        meta, ref = ir["metadata"], (ir.get("spec") or {}).get("runtimeRef") or {}
+        name = str(ref.get("name") or "")
+        found = self.reads.runtime_named(meta["namespace"], name, ref.get("kind")) if name else None
+        if found is None:
+            where = f"namespace {meta['namespace']}" if ref.get("kind") == "ServingRuntime" else \
+                f"namespace {meta['namespace']} or at cluster scope"
+            return [], ("RuntimeNotFound", f'runtime "{name}" not found in {where}')
+        runtime, _ = found
+        runtime_spec: Obj = runtime.get("spec") or {}
+        if runtime_spec.get("disabled"):
+            return [], ("RuntimeDisabled", f"runtime {name} is disabled")
+        try:
+            return replica_source.runtime_runners(
+                replica=meta["name"], namespace=meta["namespace"], component=component, runtime_name=name,
+                runtime_spec=runtime_spec, config=self.reads.config), None
+        except replica_source.PieceMissing as exc:
+            return [], ("RuntimePieceMissing", str(exc))
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a runtime field of the wrong type
+            return [], ("RenderFailed", f"runtime {name} cannot be rendered: {exc}")
+
+    def announce_render_problem(self, ir: Obj, reason: str, message: str) -> None:
+        """Once per generation of the replica and cause, as a Warning event carrying the Ready condition's reason."""
+        meta = ir["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        if self.writes.refusals.announce_child(key, reason, f"{meta.get('generation')} {message}"):
+            self.writes.events.event(ir, "Warning", reason, message)
 
     async def _ensure_headless_service(self, ir: Obj, component: str, runners: list[Obj]) -> None:
         """A standalone replica's headless Service `{replica}-{component}-headless`, owned by the replica: its pods'

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from omenative.api.config import ControllerConfig
 from omenative.api.constants import LABEL_ISVC
+from omenative.api.standalone import projected
 from omenative.api.units import parse_duration
 from omenative.controllers.watches import (
     BY_ISVC,
@@ -33,7 +34,13 @@ from omenative.kube.cache import FuncHandler, Handler, object_key
 from omenative.kube.resources import Resource
 from omenative.obj import Obj
 from omenative.observe.pods import pod_got_worse, slim_pod
-from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
+from omenative.ome_resources import (
+    CLUSTER_SERVING_RUNTIMES,
+    INFERENCE_REPLICAS,
+    INFERENCE_SERVICES,
+    PODGROUPS,
+    SERVING_RUNTIMES,
+)
 
 
 def caches(config: ControllerConfig) -> Iterable[CacheSpec]:
@@ -45,6 +52,9 @@ def caches(config: ControllerConfig) -> Iterable[CacheSpec]:
     yield CacheSpec(resource=k.CONTROLLER_REVISIONS, label_selector=LABEL_ISVC, indexers={BY_ISVC: isvc_label_index})
     yield CacheSpec(resource=PODGROUPS, label_selector=MANAGED, start=False, transform=slim_podgroup,
                     indexers={BY_REPLICA: by_replica})
+    # The runtimes a standalone replica renders from (spec.runtimeRef): a change rolls it.
+    yield CacheSpec(resource=SERVING_RUNTIMES)
+    yield CacheSpec(resource=CLUSTER_SERVING_RUNTIMES)
 
 
 class ReplicaEvents:
@@ -100,6 +110,18 @@ def watches(w: Wiring) -> Iterable[tuple[Resource, Handler]]:
     yield k.PODS, PodEvents(w)
     yield k.CONTROLLER_REVISIONS, FuncHandler(lambda o: add(replicas, replica_key_of(o)))
     yield PODGROUPS, OnDelete(lambda o: add(replicas, replica_key_of(o)))
+
+    def runtime_changed(runtime: Obj) -> None:
+        name = runtime["metadata"]["name"]
+        namespace = runtime["metadata"].get("namespace")  # None: a ClusterServingRuntime, named from anywhere
+        for replica in w.caches.store(INFERENCE_REPLICAS).objects():
+            ref = (replica.get("spec") or {}).get("runtimeRef")
+            if isinstance(ref, dict) and ref.get("name") == name and not projected(replica) and \
+                    (namespace is None or replica["metadata"].get("namespace") == namespace):
+                replicas.add(object_key(replica))
+
+    yield SERVING_RUNTIMES, FuncHandler(runtime_changed)
+    yield CLUSTER_SERVING_RUNTIMES, FuncHandler(runtime_changed)
 
 
 DECLARATION = Declaration(name="inferencereplica", caches=caches, watches=watches)

@@ -77,6 +77,10 @@ class InstanceController:
         isvc = (spec.get("parentRef") or {}).get("name") or replica
         component = spec.get("component") or c.ENGINE
         runners = revision_runners(reads, ir, isvc, component, row.target_revision)
+        if runners is None and row.phase in CREATING_PHASES:
+            # The revision's ControllerRevision is being written (a standalone replica rendered from its runtime
+            # keeps its runners only there): look again shortly rather than wait for an unrelated event.
+            return Result(requeue_after=1.0)
         multi = runners is not None and any(r.get("name") == c.RUNNER_LEADER for r in runners)
         gang = multi and reads.podgroup_crd_installed()
         podgroup_name = naming.podgroup_name(isvc, component, index) if gang else None
