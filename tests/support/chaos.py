@@ -598,7 +598,10 @@ class Chaos:
                 task = asyncio.create_task(operate())
                 if window is None:
                     await asyncio.wait_for(task, timeout * 3)
-                    result.converged_after = time.monotonic() - started if await done() else None
+                    # The end state is waited for, not sampled once: the InferenceService lifts the group's pacing
+                    # once the run is done, and the replica's observedGeneration trails that write for a moment.
+                    result.converged_after = time.monotonic() - started \
+                        if await self.wait(done, timeout) is not None else None
                     await self.control_plane.kubectl("delete", "inferenceservice", name, "-n", self.namespace,
                                                      "--wait=false")
                     return result
@@ -611,7 +614,8 @@ class Chaos:
                 await self.controller()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(task, timeout * 3)
-                result.converged_after = time.monotonic() - restarted if await done() else None
+                result.converged_after = time.monotonic() - restarted \
+                    if await self.wait(done, timeout) is not None else None
                 await asyncio.sleep(0.5)  # let the watches deliver the last versions
             finally:
                 await pods.stop()
@@ -634,7 +638,6 @@ class Chaos:
                      and int(v["metadata"]["resourceVersion"]) < answered.get("version", 1 << 62)]
             if scenario == "canary" and early:
                 result.violations.append(f"the canary moved past its manual gate before the promote: {early[:3]}")
-        await self.control_plane.kubectl("delete", "inferenceservice", name, "-n", self.namespace, "--wait=false")
         if result.violations:
             result.pods_created = list(pods.created.values())
             result.logs = [str(p.log_path) for p in (killed, self.process) if p is not None]
@@ -642,10 +645,18 @@ class Chaos:
                                         for r in decode_rows(v.get("status"))) for v in engine_rows.versions]
             with contextlib.suppress(client.ApiException):
                 phase, canary = await self.canary_phase(name)
-                status = {k: v for k, v in ((await self.replica(name) or {}).get("status") or {}).items()
-                          if k != "instanceStatuses"}
-                result.timeline.append(f"rollout phase {phase} canary {json.dumps(canary)} engine status "
-                                       f"{json.dumps(status)[:1500]}")
+                result.timeline.append(f"rollout phase {phase} canary {json.dumps(canary)}")
+                for component in sizes:
+                    replica = dict(await self.custom.get_namespaced_custom_object(
+                        "ome.io", "v1beta1", self.namespace, "inferencereplicas", f"{name}-{component}"))
+                    status = {k: v for k, v in (replica.get("status") or {}).items() if k != "conditions"}
+                    result.timeline.append(f"{component} generation {replica['metadata'].get('generation')} "
+                                           f"status {json.dumps(status)[:1200]}")
+                live = [f"{p['metadata']['name']}:{p['status'].get('phase')}:"
+                        f"{p['metadata'].get('deletionTimestamp') or '-'}:{p['spec']['containers'][0]['image']}"
+                        for p in await self.pods(name)]
+                result.timeline.append(f"pods {' '.join(sorted(live))}")
+        await self.control_plane.kubectl("delete", "inferenceservice", name, "-n", self.namespace, "--wait=false")
         return result
 
 
