@@ -50,6 +50,7 @@ def test_a_well_formed_replica_passes_and_a_leader_with_workers_too() -> None:
     (with_("metadata.name", "llm-decoder"), "collides with InferenceService 'llm'"),
     (with_("metadata.annotations", {"ome.io/controller-write": "true"}), "drop the copied annotation"),
     (with_("metadata.annotations", {"ome.io/migration-request-v1-x": "{}"}), "a migration request is not accepted"),
+    (with_("spec.placementReplicaLimit", 2), "spec.placementReplicaLimit is written only by the InferenceService"),
     (with_("spec.runtimeRef", {"name": "http-echo"}), "are two template sources"),
     ({"metadata": {"name": "r"}, "spec": {"component": "engine", "runtimeRef": {"name": "x", "autoSync": False}}},
      "pin a runtime, which a replica does not honor"),

@@ -22,6 +22,7 @@ NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 REFERENCES = ("modelRef", "runtimeRef")
 # Only omenative's InferenceService controller writes these, on the replicas it projects.
 CONTROLLER_ANNOTATIONS = (c.ANN_CONTROLLER_WRITE, "ome.io/composed-fields")
+CONTROLLER_FIELDS = ("placementExecution", "placementReplicaLimit")
 
 
 def projected(replica: JSONDict) -> bool:
@@ -79,6 +80,9 @@ def standalone_errors(replica: JSONDict, old: JSONDict | None, isvc_exists: Call
     if copied:
         errors.append(f"annotation {copied[0]} is written only by the InferenceService controller on the replicas it "
                       "projects: drop the copied annotation")
+    for field in CONTROLLER_FIELDS:
+        if spec.get(field) is not None:
+            errors.append(f"spec.{field} is written only by the InferenceService controller: omit it")
     if any(str(k).startswith(migration_request.PREFIX) for k in annotations):
         errors.append("manual migration needs the per-revision Service that only an InferenceService creates: a "
                       "migration request is not accepted on a standalone replica")
