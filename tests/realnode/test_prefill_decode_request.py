@@ -31,8 +31,9 @@ RUNTIME = "srt-llama-3-2-1b-instruct-pd"
 REQUEST: dict[str, object] = {
     "model": "meta-llama/Llama-3.2-1B-Instruct",
     "messages": [{"role": "user", "content": "What is Kubernetes? Answer in one sentence."}], "max_tokens": 100}
-ANSWER = re.compile(r"stand-in router: prefill on (llama-pd-engine-\d+-default-0), decode on "
-                    r"(llama-pd-decoder-\d+-default-0)")
+# A single pod's SurgeThenDrain update moves it to its Instance's other name slot (`default-0` <-> `default-1`).
+ANSWER = re.compile(r"stand-in router: prefill on (llama-pd-engine-\d+-default-[01]), decode on "
+                    r"(llama-pd-decoder-\d+-default-[01])")
 
 
 def served_by(text: str) -> tuple[str, str]:
@@ -121,7 +122,7 @@ async def test_step_4_through_the_router_an_update_without_errors_and_step_5(
 
                 await wait_for(rolled_out, timeout=420, interval=1, what="both engine Instances replaced",
                                describe=describe)
-            # Both replaced by new Instances (the second may take the first's index, 0 or 1, once it is free).
+            # Both replaced: each Instance's new pod came up in its other name slot before the old one drained.
             updated = await pods("engine")
             assert not (await uids("engine")) & engine_uids, (updated, engines)
             assert client.failures == [], (client.failures[:10], [line for line in printed if "rror" in line][:10],
