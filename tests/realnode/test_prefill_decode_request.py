@@ -122,8 +122,16 @@ async def test_step_4_through_the_router_an_update_without_errors_and_step_5(
 
                 await wait_for(rolled_out, timeout=420, interval=1, what="both engine Instances replaced",
                                describe=describe)
-            # Both replaced: each Instance's new pod came up in its other name slot before the old one drained.
-            updated = await pods("engine")
+                # Both replaced: each Instance's new pod came up in its other name slot before the old one drained.
+                # The router picks an engine per request at random, and the last new pod may have entered rotation
+                # a moment ago: the client goes on until both new pods have served.
+                updated = await pods("engine")
+
+                async def new_pods_served() -> bool:
+                    return set(updated) <= {served_by(text)[0] for text in client.answers}
+
+                await wait_for(new_pods_served, timeout=60, interval=0.5, what="both new engine pods serving",
+                               describe=describe)
             assert not (await uids("engine")) & engine_uids, (updated, engines)
             assert client.failures == [], (client.failures[:10], [line for line in printed if "rror" in line][:10],
                                            await describe())
