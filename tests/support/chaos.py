@@ -38,7 +38,7 @@ from omenative.api.instance_status import decode_rows
 from tests.support import faults
 from tests.support.cluster import REPO, ControlPlane
 from tests.support.controller import ControllerProcess
-from tests.support.history import recorded
+from tests.support.history import History, recorded
 from tests.support.nodes import node_manifest
 from tests.support.omenative import install_crds, start_controller, stop_controller
 
@@ -369,6 +369,31 @@ class Chaos:
                 for v in rows.versions]
         return result
 
+    async def operated(self, result: Run, name: str, operation: Callable[[], Awaitable[Any]],
+                       done: Callable[[], Awaitable[bool]], timeout: float, window: float | None,
+                       kill_after: float) -> tuple[PodWatch, History, ControllerProcess | None]:
+        """Starts `operation` with every pod version watched and the engine replica's versions recorded; without a
+        kill window waits for `done`, with one SIGKILLs the controller `kill_after` seconds in (`kill_and_restart`).
+        Notes the pod watch's violations and a failure to converge in `result`. Returns the pod watch, the recorded
+        versions and the killed process."""
+        pods = PodWatch(self.api, self.namespace, name)
+        await pods.start()
+        killed: ControllerProcess | None = None
+        async with recorded(self.api, "inferencereplicas", self.namespace, f"{name}-engine") as rows:
+            try:
+                await operation()
+                if window is None:
+                    result.converged_after = await self.wait(done, timeout)
+                else:
+                    killed = await self.kill_and_restart(result, kill_after, done, timeout)
+                await asyncio.sleep(0.5)  # let the watches deliver the last versions
+            finally:
+                await pods.stop()
+        result.violations += pods.violations
+        if result.converged_after is None:
+            result.violations.append(f"did not converge within {timeout:.0f}s")
+        return pods, rows, killed
+
     # -- a single pod's update
     async def run_single_update(self, index: int, rng: random.Random, timeout: float, window: float | None) -> Run:
         """Two single-pod Instances updated under SurgeThenDrain (maxSurge 1), the controller killed at a random
@@ -393,23 +418,10 @@ class Chaos:
             return await self.component_settled(name, "engine", 2, NEW_IMAGE) and not any(
                 p["metadata"].get("deletionTimestamp") for p in await self.pods(name))
 
-        pods = PodWatch(self.api, self.namespace, name)
-        await pods.start()
-        killed: ControllerProcess | None = None
-        async with recorded(self.api, "inferencereplicas", self.namespace, f"{name}-engine") as rows:
-            try:
-                await self.kubectl_apply(single_pod_service(name, self.namespace, 2, NEW_IMAGE))
-                if window is None:
-                    result.converged_after = await self.wait(done, timeout)
-                else:
-                    killed = await self.kill_and_restart(result, kill_after, done, timeout)
-                await asyncio.sleep(0.5)  # let the watch deliver the last versions
-            finally:
-                await pods.stop()
-        result.violations += pods.violations
-        if result.converged_after is None:
-            result.violations.append(f"did not converge within {timeout:.0f}s")
-        else:
+        pods, rows, killed = await self.operated(
+            result, name, lambda: self.kubectl_apply(single_pod_service(name, self.namespace, 2, NEW_IMAGE)), done,
+            timeout, window, kill_after)
+        if result.converged_after is not None:
             status = ((await self.replica(name)) or {}).get("status")
             after = decode_rows(status)
             if {r.index: r.incarnation for r in after} != before:
@@ -462,26 +474,14 @@ class Chaos:
             return any(r.get("requestUUID") == request and r.get("phase") == "Completed" for r in records) and \
                 await self.settled(name, 2, IMAGE)
 
-        pods = PodWatch(self.api, self.namespace, name)
-        await pods.start()
-        killed: ControllerProcess | None = None
-        async with recorded(self.api, "inferencereplicas", self.namespace, f"{name}-engine") as rows:
-            try:
-                await self.custom.patch_namespaced_custom_object(
-                    "ome.io", "v1beta1", self.namespace, "inferenceservices", name,
-                    {"metadata": {"annotations": {f"ome.io/migration-request-v1-{request}": value}}},
-                    _content_type="application/merge-patch+json")
-                if window is None:
-                    result.converged_after = await self.wait(done, timeout)
-                else:
-                    killed = await self.kill_and_restart(result, kill_after, done, timeout)
-                await asyncio.sleep(0.5)  # let the watches deliver the last versions
-            finally:
-                await pods.stop()
-        result.violations += pods.violations
-        if result.converged_after is None:
-            result.violations.append(f"did not converge within {timeout:.0f}s")
-        else:
+        async def request_migration() -> None:
+            await self.custom.patch_namespaced_custom_object(
+                "ome.io", "v1beta1", self.namespace, "inferenceservices", name,
+                {"metadata": {"annotations": {f"ome.io/migration-request-v1-{request}": value}}},
+                _content_type="application/merge-patch+json")
+
+        pods, rows, killed = await self.operated(result, name, request_migration, done, timeout, window, kill_after)
+        if result.converged_after is not None:
             result.violations += await self.end_state(name, 2)
             replica = await self.replica(name) or {}
             records = [r for r in (replica.get("status") or {}).get("migrations") or []

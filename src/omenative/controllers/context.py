@@ -264,6 +264,22 @@ class Context:
         return self.caches.synced(PODGROUPS)
 
 
+def named_runtime(reads: Reads, namespace: str, ref: Obj) -> tuple[Obj | None, bool, tuple[str, str] | None]:
+    """The runtime a reference names (`kind` ServingRuntime: the namespace's only; else the namespace's, then the
+    cluster's): (the runtime, whether namespaced, None), or OME's RuntimeNotFound or RuntimeDisabled."""
+    name = str(ref.get("name") or "")
+    found = reads.runtime_named(namespace, name, ref.get("kind")) if name else None
+    if found is None:
+        where = f"namespace {namespace}" if ref.get("kind") == "ServingRuntime" else \
+            f"namespace {namespace} or at cluster scope"
+        return None, False, ("RuntimeNotFound", f'runtime "{name}" not found in {where}')
+    obj, namespaced = found
+    if (obj.get("spec") or {}).get("disabled"):
+        scope = "namespace" if namespaced else "cluster"
+        return None, namespaced, ("RuntimeDisabled", f"{scope}-scoped runtime {name} is disabled")
+    return obj, namespaced, None
+
+
 def revision_runners(reads: Reads, ir: Obj, isvc: str, component: str, revision: str | None) -> list[Obj] | None:
     """A revision's runners: the InferenceReplica's own for its current revision (or none named), else its
     ControllerRevision's; None while unknown."""

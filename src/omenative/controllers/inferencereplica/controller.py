@@ -26,7 +26,7 @@ from omenative.api.times import parse_time
 from omenative.api.types import MigrationStatus, RetryBlock, RolloutHold
 from omenative.api.units import InvalidValue, format_duration, optional_duration
 from omenative.controllers import audit, fleet_metrics
-from omenative.controllers.context import Reads, Writes, revision_runners
+from omenative.controllers.context import Reads, Writes, named_runtime, revision_runners
 from omenative.controllers.inferencereplica import plan as planner
 from omenative.controllers.inferencereplica import requests, revisions
 from omenative.controllers.inferencereplica.migration import Caps
@@ -219,15 +219,10 @@ class InferenceReplicaController:
         RuntimeNotFound, RuntimeDisabled, RuntimePieceMissing, RenderFailed)."""
         meta, ref = ir["metadata"], (ir.get("spec") or {}).get("runtimeRef") or {}
         name = str(ref.get("name") or "")
-        found = self.reads.runtime_named(meta["namespace"], name, ref.get("kind")) if name else None
-        if found is None:
-            where = f"namespace {meta['namespace']}" if ref.get("kind") == "ServingRuntime" else \
-                f"namespace {meta['namespace']} or at cluster scope"
-            return [], ("RuntimeNotFound", f'runtime "{name}" not found in {where}')
-        runtime, _ = found
+        runtime, _, problem = named_runtime(self.reads, meta["namespace"], ref)
+        if runtime is None:
+            return [], problem
         runtime_spec: Obj = runtime.get("spec") or {}
-        if runtime_spec.get("disabled"):
-            return [], ("RuntimeDisabled", f"runtime {name} is disabled")
         try:
             return replica_source.runtime_runners(
                 replica=meta["name"], namespace=meta["namespace"], component=component, runtime_name=name,

@@ -160,30 +160,27 @@ def step_single_surge(planner: ReplicaPlanner, row: InstanceStatus) -> InstanceS
         if any(p.ordinal == old and not p.terminating and p.incarnation == row.incarnation for p in pods):
             return row  # the Instance controller drains it: out of rotation, then deleted once unrouted
         planner.event("Normal", "InstanceReplaced", (
-            f"{planner.prefix(row)} pod {pod_name(planner, row, old)} replaced by {pod_name(planner, row, 1 - old)} "
-            f"(revision={row.target_revision})"))
+            f"{planner.prefix(row)} pod {view.single_pod(row.index, old)} replaced by "
+            f"{view.single_pod(row.index, 1 - old)} (revision={row.target_revision})"))
         return ready(planner, attrs.evolve(row, active_ordinal=(1 - old) or None), new, restarted=False)
     if settled(planner, new):
         if view.paused:
             return row  # paused: old and new pods run side by side until the resume
-        return attrs.evolve(row, operation=attrs.evolve(op, step=slots.SURGE_DRAIN,
-                                                        reason=f"drain {pod_name(planner, row, slots.active(row))}"))
+        draining = view.single_pod(row.index, slots.active(row))
+        return attrs.evolve(row, operation=attrs.evolve(op, step=slots.SURGE_DRAIN, reason=f"drain {draining}"))
     superseded = (row.target_revision or "") != view.update_revision and not view.paused
     failed = None if superseded else failures.check_failure(planner, row, new, announce=False)
     if superseded or (failed is not None and failed.phase == FAILED):
         detail = f"its revision {row.target_revision} is no longer the target" if superseded else \
             (failed.last_failure.reason if failed and failed.last_failure else "failed")
         planner.event("Normal" if superseded else "Warning", "SurgeAbandoned", (
-            f"{planner.prefix(row)} abandoned the surge to pod {pod_name(planner, row, slots.target_ordinal(row))} "
-            f"({detail}); {pod_name(planner, row, slots.active(row))} keeps serving revision {row.running_revision}"))
+            f"{planner.prefix(row)} abandoned the surge to pod "
+            f"{view.single_pod(row.index, slots.target_ordinal(row))} ({detail}); "
+            f"{view.single_pod(row.index, slots.active(row))} keeps serving revision {row.running_revision}"))
         last = row.last_failure if superseded or failed is None else failed.last_failure
         return attrs.evolve(row, phase=READY, operation=None, conditions=None, target_revision=row.running_revision,
                             last_failure=last)
     return failed or row
-
-
-def pod_name(planner: ReplicaPlanner, row: InstanceStatus, ordinal: int) -> str:
-    return f"{planner.view.revision_prefix}{row.index}-default-{ordinal}"
 
 
 def step(planner: ReplicaPlanner, row: InstanceStatus, facts: InstanceFacts) -> InstanceStatus:

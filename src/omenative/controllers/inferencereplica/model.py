@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from omenative.api import constants as c
 from omenative.api.config import ControllerConfig
 from omenative.api.defaults import SURGE_THEN_DRAIN
 from omenative.api.events import Event
@@ -83,6 +84,11 @@ class ReplicaView:
 
     def revision_name(self, revision: str | None) -> str:
         return f"{self.revision_prefix}{revision or ''}"
+
+    def single_pod(self, index: int | None, ordinal: int) -> str:
+        """The pod of a single-pod Instance in one name slot (`{isvc}-{component}-{index}-default-{ordinal}`: the
+        revision prefix is `{isvc}-{component}-`)."""
+        return f"{self.revision_prefix}{index}-{c.RUNNER_DEFAULT}-{ordinal}"
 
 
 @attrs.frozen(kw_only=True)

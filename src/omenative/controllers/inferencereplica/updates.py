@@ -80,7 +80,7 @@ def surge_failed(planner: ReplicaPlanner, row: InstanceStatus) -> bool:
         return False
     own_pods = f"{planner.view.revision_prefix}{row.index}-"  # pods are named {isvc}-{component}-{index}-...
     if not planner.view.multi_pod and failure.pod_name is not None:  # a single pod's surge ran in its other slot
-        return failure.pod_name != f"{own_pods}default-{slots.active(row)}"
+        return failure.pod_name != planner.view.single_pod(row.index, slots.active(row))
     return failure.pod_name is None or not failure.pod_name.startswith(own_pods)
 
 
@@ -184,7 +184,7 @@ def start_updates(planner: ReplicaPlanner, rows: dict[int, InstanceStatus], take
                 rows[row.index or 0] = attrs.evolve(
                     row, phase=UPDATING, target_revision=view.update_revision, restart_baseline=None,
                     operation=new_operation("Update", slots.SURGE, now, view.ready_timeout, view.update_revision,
-                                            f"surge to {planner.view.revision_prefix}{row.index}-default-{slot}",
+                                            f"surge to {view.single_pod(row.index, slot)}",
                                             strategy=SURGE_THEN_DRAIN))
                 continue
             target = lowest_free(taken)

@@ -23,7 +23,7 @@ from omenative.api.units import optional_duration
 from omenative.api.validation import Admission, validate_inference_service
 from omenative.controllers import audit as migration_audit
 from omenative.controllers import fleet_metrics
-from omenative.controllers.context import Reads, Writes, current_revision
+from omenative.controllers.context import Reads, Writes, current_revision, named_runtime
 from omenative.controllers.inferenceservice import desired, rollout
 from omenative.controllers.inferenceservice.status import build_status, keda_missing_message
 from omenative.controllers.inferenceservice.watches import creations_key
@@ -129,15 +129,9 @@ class InferenceServiceController:
         namespace = isvc["metadata"]["namespace"]
         name = ref.get("name")
         if name:
-            found = self.reads.runtime_named(namespace, name, ref.get("kind"))
-            if found is None:
-                where = f"namespace {namespace}" if ref.get("kind") == "ServingRuntime" else \
-                    f"namespace {namespace} or at cluster scope"
-                return None, ("RuntimeNotFound", f'runtime "{name}" not found in {where}')
-            obj, namespaced = found
-            if (obj.get("spec") or {}).get("disabled"):
-                scope = "namespace" if namespaced else "cluster"
-                return None, ("RuntimeDisabled", f"{scope}-scoped runtime {name} is disabled")
+            obj, namespaced, problem = named_runtime(self.reads, namespace, ref)
+            if obj is None:
+                return None, problem
             return desired.RuntimeInfo(name=name, namespaced=namespaced, spec=dict(obj.get("spec") or {})), None
         if model is None:
             return None, None  # no runtime and no model: the InferenceService must carry its own containers
