@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from omenative.api import unsupported
+from omenative.api import standalone, unsupported
 from omenative.api.pod_fields import core_types
 from omenative.api.validation import validate_inference_service
 from tests.support.cluster import REPO
@@ -97,8 +97,13 @@ def warned_in_code(prefix: str) -> set[tuple[str, str | None]]:
 def test_the_warned_rows_are_the_webhooks_list() -> None:
     assert warned_in_docs(table("InferenceService")) == warned_in_code(f"spec.{COMPONENT}.")
     # An InferenceReplica carries its component's fields: the same ones are warned, where it has them.
+    # A standalone replica's modelRef fields are warned by its own list (api/standalone.py).
     replica = schema_paths("ome.io_inferencereplicas.yaml")
-    assert warned_in_docs(table("InferenceReplica")) == {(p, v) for p, v in warned_in_code("spec.") if p in replica}
+    standalone_warned = {(f, None) for f in replica for key in standalone.MODEL_REF_UNSUPPORTED
+                         if f == f"spec.modelRef.{key}" or f.startswith(f"spec.modelRef.{key}")}
+    assert ("spec.modelRef.overlays[].name", None) in standalone_warned
+    assert warned_in_docs(table("InferenceReplica")) == {(p, v) for p, v in warned_in_code("spec.") if p in replica} \
+        | standalone_warned
 
 
 def _set(obj: Obj, path: list[str], value: Any) -> None:

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from omenative.api.standalone import projected, standalone_errors
+from omenative.api.standalone import projected, standalone_errors, standalone_warnings
+from omenative.controllers.inferencereplica.watches import reference_index
 
 Obj = dict[str, Any]
 CONTAINER = {"name": "ome-container", "image": "docker.io/hashicorp/http-echo:1.0.0"}
@@ -56,8 +57,11 @@ def test_a_well_formed_replica_passes_and_a_leader_with_workers_too() -> None:
      "pin a runtime, which a replica does not honor"),
     ({"metadata": {"name": "r"}, "spec": {"component": "engine", "runtimeRef": {"name": "x", "revision": "x-1"}}},
      "pin a runtime, which a replica does not honor"),
-    ({"metadata": {"name": "r"}, "spec": {"component": "engine", "modelRef": {"name": "m"}}},
-     "not supported by omenative: spec.modelRef"),
+    ({"metadata": {"name": "r"}, "spec": {"component": "engine", "modelRef": {"kind": "BaseModel"}}},
+     "spec.modelRef.name is required"),
+    ({"metadata": {"name": "r"}, "spec": {"component": "engine", "modelRef": {"name": "m"},
+                                          "runtimeRef": {"name": "x", "autoSync": False}}},
+     "pin a runtime, which a replica does not honor"),
     ({"metadata": {"name": "r"}, "spec": {"component": "engine"}}, "TemplateSourceMissing"),
     (with_("spec.runners", [{"name": "leader", "size": 1, "template": {"spec": {"containers": [CONTAINER]}}}]),
      "must be one `default` runner"),
@@ -84,3 +88,40 @@ def test_the_component_is_immutable_and_external_is_accepted() -> None:
     assert errors(with_("spec.component", "decoder"), old=GOOD) == [
         "spec.component is immutable: recreate the replica to change its role"]
     assert errors(with_("spec.autoscaler", {"class": "External"})) == []
+
+
+def test_a_model_reference_is_a_template_source_alone_or_with_a_runtime() -> None:
+    model: Obj = {"metadata": {"name": "llama-pool"}, "spec": {"component": "engine",
+                                                             "modelRef": {"name": "llama-3-2-1b-instruct"}}}
+    assert errors(model) == []  # a model that does not exist yet is admitted: the replica reports ModelNotFound
+    assert standalone_warnings(model) == []
+    named = copy.deepcopy(model)
+    named["spec"]["runtimeRef"] = {"name": "vllm"}
+    assert errors(named) == []
+    assert standalone_errors(named, None, lambda name: False, runtime={"decoderConfig": {}}) == [
+        "runtime vllm has no engineConfig: this replica could not render, and no retry would change that"]
+    both = copy.deepcopy(GOOD)
+    both["spec"]["modelRef"] = {"name": "m"}
+    assert any("are two template sources" in e for e in errors(both))
+
+
+def test_what_a_model_reference_holds_but_omenative_does_not_do_is_warned_by_name() -> None:
+    model: Obj = {"metadata": {"name": "r"}, "spec": {"component": "engine", "modelRef": {
+        "name": "m", "fineTunedWeights": ["lora"], "overlays": [{"name": "draft"}]}}}
+    assert errors(model) == []
+    assert standalone_warnings(model) == [
+        "not supported by omenative: spec.modelRef.fineTunedWeights (no fine-tuned weights are loaded; the base model "
+        "is served alone)",
+        "not supported by omenative: spec.modelRef.overlays (no overlay models are mounted; the base model is served "
+        "alone)"]
+
+
+@pytest.mark.parametrize(("spec", "keys"), [
+    ({"modelRef": {"name": "m"}}, ["model/m", "runtime/"]),  # a selected runtime: any runtime may change the choice
+    ({"modelRef": {"name": "m"}, "runtimeRef": {"name": "vllm"}}, ["runtime/vllm", "model/m"]),
+    ({"runtimeRef": {"name": "vllm"}}, ["runtime/vllm"]),
+    ({"runners": GOOD["spec"]["runners"]}, []),
+    ({"parentRef": {"name": "llm"}, "runtimeRef": {"name": "vllm"}}, []),  # projected: its InferenceService renders
+])
+def test_what_wakes_a_standalone_replica(spec: Obj, keys: list[str]) -> None:
+    assert reference_index({"metadata": {"name": "r"}, "spec": {"component": "engine", **spec}}) == keys

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from omenative.api import constants as c
-from omenative.api import migration_request
+from omenative.api import migration_request, unsupported
 from omenative.api.readiness import desired_instances
 
 JSONDict = dict[str, Any]
@@ -31,6 +31,11 @@ def projected(replica: JSONDict) -> bool:
         return True
     owners = (replica.get("metadata") or {}).get("ownerReferences") or []
     return any(isinstance(o, dict) and o.get("kind") == "InferenceService" and o.get("controller") for o in owners)
+
+
+def references(spec: JSONDict) -> bool:
+    """The replica renders from a model or a runtime (not from runners of its own)."""
+    return any(isinstance(spec.get(r), dict) for r in REFERENCES)
 
 
 def _runner_errors(runners: Any) -> list[str]:
@@ -56,6 +61,23 @@ def _runner_errors(runners: Any) -> list[str]:
         if not isinstance(spec, dict) or not spec.get("containers"):
             errors.append(f"spec.runners[{name}].template.spec.containers is required")
     return errors
+
+
+# What a standalone replica's model reference may hold that omenative does not do, as an InferenceService's
+# spec.model.fineTunedWeights is warned about (api/unsupported.py).
+MODEL_REF_UNSUPPORTED = {
+    "fineTunedWeights": unsupported.FIELDS["spec.model.fineTunedWeights"],
+    "overlays": "no overlay models are mounted; the base model is served alone",
+}
+
+
+def standalone_warnings(replica: JSONDict) -> list[str]:
+    """Fields of a standalone replica that are admitted but not honored, each named."""
+    ref = (replica.get("spec") or {}).get("modelRef")
+    if not isinstance(ref, dict):
+        return []
+    return [f"not supported by omenative: spec.modelRef.{key} ({why})" for key, why in MODEL_REF_UNSUPPORTED.items()
+            if ref.get(key)]
 
 
 def standalone_errors(replica: JSONDict, old: JSONDict | None, isvc_exists: Callable[[str], bool],
@@ -90,12 +112,10 @@ def standalone_errors(replica: JSONDict, old: JSONDict | None, isvc_exists: Call
     ref: JSONDict = spec["runtimeRef"] if isinstance(spec.get("runtimeRef"), dict) else {}
     if spec.get("runners") and refs:
         errors.append(f"spec.runners and spec.{refs[0]} are two template sources: a replica renders from exactly one")
-    elif spec.get("modelRef") is not None:
-        errors.append("not supported by omenative: spec.modelRef (rendering a standalone replica from a model is not "
-                      "built yet); name the runtime alone in spec.runtimeRef, or render the pod templates into "
-                      "spec.runners")
+    elif spec.get("modelRef") is not None and not (isinstance(spec["modelRef"], dict) and spec["modelRef"].get("name")):
+        errors.append("spec.modelRef.name is required")
     elif refs:
-        if not ref.get("name"):
+        if spec.get("runtimeRef") is not None and not ref.get("name"):
             errors.append("spec.runtimeRef.name is required")
         if ref.get("autoSync") is False or ref.get("revision"):
             errors.append("spec.runtimeRef.autoSync: false and spec.runtimeRef.revision pin a runtime, which a replica "

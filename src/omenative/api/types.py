@@ -33,6 +33,41 @@ class ModelRef(Model):
 
 
 @attrs.define(kw_only=True)
+class ModelOverlayRef(Model):
+    """A BaseModel or ClusterBaseModel attached beside the primary model (OME's overlays)."""
+
+    name: str | None = field("name", "Name of the overlay model.", required=True)
+    kind: str | None = field("kind", "BaseModel or ClusterBaseModel.", default="ClusterBaseModel")
+    api_group: str | None = field("apiGroup", "API group of the model kind.", default="ome.io")
+
+
+@attrs.define(kw_only=True)
+class ReplicaModelRef(Model):
+    """The model a standalone InferenceReplica serves, rendered with the named or selected runtime."""
+
+    name: str | None = field("name", "Name of the BaseModel or ClusterBaseModel.", required=True)
+    kind: str | None = field("kind", "ClusterBaseModel, or BaseModel for one in the replica's namespace.",
+                             default="ClusterBaseModel")
+    api_group: str | None = field("apiGroup", "API group of the model kind.", default="ome.io")
+    fine_tuned_weights: list[str] | None = field("fineTunedWeights", "Not supported by omenative: the base model "
+                                                 "is served alone (the webhook warns).")
+    overlays: list[ModelOverlayRef] | None = field("overlays", "Not supported by omenative: no overlay is mounted "
+                                                   "(the webhook warns).")
+
+
+@attrs.define(kw_only=True)
+class ReplicaRuntimeRef(Model):
+    """The runtime whose piece for the component a standalone InferenceReplica renders, live: never pinned."""
+
+    name: str | None = field("name", "Name of the ServingRuntime or ClusterServingRuntime.", required=True)
+    kind: str | None = field("kind", "ClusterServingRuntime, or ServingRuntime for one in the replica's namespace.",
+                             default="ClusterServingRuntime")
+    api_group: str | None = field("apiGroup", "API group of the runtime kind.", default="ome.io")
+    auto_sync: bool | None = field("autoSync", "Refused when false: a replica renders the live runtime.")
+    revision: str | None = field("revision", "Refused: a replica keeps no snapshot of its runtime.")
+
+
+@attrs.define(kw_only=True)
 class ServingRuntimeRef(Model):
     """A reference to the ServingRuntime (in the same namespace) or ClusterServingRuntime to use."""
 
@@ -556,8 +591,9 @@ class Pacing(Model):
 
 @attrs.define(kw_only=True)
 class InferenceReplicaSpec(Model):
-    """Desired state of one component's Instances. Written by omenative from the InferenceService; change the
-    InferenceService instead."""
+    """Desired state of one component's Instances. A projected replica (parentRef set) is written by omenative from
+    its InferenceService: change the InferenceService instead. A standalone replica (no parentRef) is the user's,
+    rendered from exactly one template source: runners, or modelRef and/or runtimeRef."""
 
     __schema_preserve_unknown__: ClassVar[bool] = True
     parent_ref: ParentReference | None = field("parentRef", "The owning InferenceService.")
@@ -574,6 +610,11 @@ class InferenceReplicaSpec(Model):
                                          pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
     runners: list[Runner] | None = field("runners", "Pod templates of an Instance, keyed by runner name.",
                                          list_map_keys=("name",))
+    model_ref: ReplicaModelRef | None = field("modelRef", "Standalone only: the model to serve, rendered with the "
+                                              "runtimeRef's runtime or the one selected for the model.")
+    runtime_ref: ReplicaRuntimeRef | None = field("runtimeRef", "Standalone only: the runtime whose piece for the "
+                                                  "component renders the pods (with no model mounted, unless "
+                                                  "modelRef is set).")
     lifecycle: LifecycleSpec | None = field("lifecycle", "Effective lifecycle policies.")
     autoscaler: ComponentAutoscaler | None = field("autoscaler", "Effective autoscaler.")
     pacing: Pacing | None = field("pacing", "Pacing set by the InferenceService's rollout group; absent, the "

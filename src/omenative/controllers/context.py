@@ -17,12 +17,13 @@ from omenative.api import constants as c
 from omenative.api import naming
 from omenative.api.config import ControllerConfig
 from omenative.api.instance_status import decode_rows
-from omenative.api.selection import model_scopes, runtime_scopes
-from omenative.api.types import InstanceStatus, ServingRuntimeSpec
+from omenative.api.selection import Candidate, model_scopes, no_runtime_message, runtime_scopes, select_runtime
+from omenative.api.types import BaseModelSpec, InstanceStatus, ServingRuntimeSpec
 from omenative.api.units import optional_duration
 from omenative.controllers.refusals import Refusals
 from omenative.controllers.watches import BY_ROUTED_POD
 from omenative.kube.apply import Applier
+from omenative.kube.cache import NAMESPACE_INDEX
 from omenative.kube.client import KubeClient
 from omenative.kube.events import EventRecorder
 from omenative.kube.expectations import Expectations, WriteExpectations
@@ -41,6 +42,7 @@ from omenative.ome_resources import (
     SERVING_RUNTIMES,
 )
 from omenative.render import objects
+from omenative.render.templates import ModelInfo
 
 T = TypeVar("T")
 
@@ -278,6 +280,45 @@ def named_runtime(reads: Reads, namespace: str, ref: Obj) -> tuple[Obj | None, b
         scope = "namespace" if namespaced else "cluster"
         return None, namespaced, ("RuntimeDisabled", f"{scope}-scoped runtime {name} is disabled")
     return obj, namespaced, None
+
+
+def named_model(reads: Reads, namespace: str, ref: Obj, field: str = "spec.model"
+                ) -> tuple[ModelInfo | None, tuple[str, str] | None]:
+    """The model a reference names (`kind` BaseModel: the namespace's only; else the ClusterBaseModel), or OME's
+    ModelNotFound or ModelDisabled. `field`: where the reference is written, for the hint about `kind`."""
+    name = str(ref.get("name") or "")
+    kind = ref.get("kind")
+    found = reads.model_named(namespace, name, kind) if name else None
+    if found is None:
+        if kind == "BaseModel":
+            return None, ("ModelNotFound", f'model "{name}" not found: no BaseModel of that name in namespace '
+                                           f"{namespace}")
+        hint = f" (a BaseModel in namespace {namespace} has it: set {field}.kind: BaseModel)" if \
+            name and reads.model_named(namespace, name, "BaseModel") else ""
+        return None, ("ModelNotFound", f'model "{name}" not found: no ClusterBaseModel of that name{hint}')
+    obj, namespaced = found
+    spec = BaseModelSpec.from_dict(obj.get("spec") or {})
+    if spec.disabled:
+        return None, ("ModelDisabled", f'model "{name}" is disabled')
+    return ModelInfo(name=name, namespaced=namespaced, namespace=namespace, spec=spec), None
+
+
+def selected_runtime(reads: Reads, namespace: str, model: ModelInfo
+                     ) -> tuple[Obj | None, bool, str | None]:
+    """The runtime OME selects for the model among the namespace's and the cluster's (OME's "How runtimes match the
+    model"): (the runtime, whether namespaced, None), or (None, False, why none fits)."""
+    specs = reads.runtime_specs
+    candidates = [Candidate(r["metadata"]["name"], True, specs.of(r))
+                  for r in reads.by_index(SERVING_RUNTIMES, NAMESPACE_INDEX, namespace)]
+    candidates += [Candidate(r["metadata"]["name"], False, specs.of(r))
+                   for r in reads.objects(CLUSTER_SERVING_RUNTIMES)]
+    selection = select_runtime(model.spec, candidates)
+    if selection.runtime is None:
+        return None, False, no_runtime_message(model.name, model.spec, namespace, selection)
+    chosen = selection.runtime
+    resource = SERVING_RUNTIMES if chosen.namespaced else CLUSTER_SERVING_RUNTIMES
+    found = reads.get(resource, namespace if chosen.namespaced else None, chosen.name)
+    return found or {"metadata": {"name": chosen.name}}, chosen.namespaced, None
 
 
 def revision_runners(reads: Reads, ir: Obj, isvc: str, component: str, revision: str | None) -> list[Obj] | None:

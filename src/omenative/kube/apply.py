@@ -265,6 +265,25 @@ class Applier:
             return False
         return await self.test_then_remove(resource, obj, f"/metadata/annotations/{pointer_token(annotation)}", value)
 
+    async def add_finalizer(self, resource: Resource, obj: Obj, finalizer: str) -> bool:
+        """Adds a finalizer to this version of the object: one JSON patch that tests the resourceVersion first, so a
+        list changed meanwhile is never overwritten. False when the object is gone or changed (the next pass sees
+        what is there)."""
+        meta = obj["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        if finalizer in finalizers:
+            return False
+        self.writes += 1
+        patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")},
+                 {"op": "add", "path": "/metadata/finalizers", "value": [*finalizers, finalizer]}]
+        try:
+            await self.client.patch(resource, meta["name"], patch, meta.get("namespace"), content_type=JSON_PATCH)
+        except ApiError as exc:
+            if exc.not_found or exc.status in (409, 422):
+                return False
+            raise
+        return True
+
     async def remove_finalizer(self, resource: Resource, obj: Obj, finalizer: str) -> bool:
         """Removes one finalizer by its place in the list, tested first (the list may have changed since)."""
         finalizers = obj["metadata"].get("finalizers") or []

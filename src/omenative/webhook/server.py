@@ -204,7 +204,8 @@ class WebhookServer:
             if errors:
                 log.info("rejected a standalone InferenceReplica", name=(obj.get("metadata") or {}).get("name"),
                          reason="; ".join(errors))
-            return web.json_response(review_response(req, allowed=not errors, message="; ".join(errors)))
+            return web.json_response(review_response(req, allowed=not errors, message="; ".join(errors),
+                                                     warnings=tuple(standalone.standalone_warnings(obj))))
         if req.get("operation") in ("CREATE", "UPDATE") and annotations.get(c.ANN_CONTROLLER_WRITE) != "true":
             finalizers_only = old and {k: v for k, v in old.items() if k != "metadata"} == \
                 {k: v for k, v in obj.items() if k != "metadata"}

@@ -22,11 +22,12 @@ from omenative.api.defaults import (
 from omenative.api.instance_status import encode_rows, progress_only
 from omenative.api.readiness import desired_instances
 from omenative.api.rollout import pinned_revisions
+from omenative.api.selection import incompatibility
 from omenative.api.times import parse_time
 from omenative.api.types import MigrationStatus, RetryBlock, RolloutHold
 from omenative.api.units import InvalidValue, format_duration, optional_duration
 from omenative.controllers import audit, fleet_metrics
-from omenative.controllers.context import Reads, Writes, named_runtime, revision_runners
+from omenative.controllers.context import Reads, Writes, named_model, named_runtime, revision_runners, selected_runtime
 from omenative.controllers.inferencereplica import plan as planner
 from omenative.controllers.inferencereplica import requests, revisions
 from omenative.controllers.inferencereplica.migration import Caps
@@ -43,7 +44,7 @@ from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODG
 from omenative.render import objects, placement, replica_source
 from omenative.render.in_place import images_only
 from omenative.render.pods import pod_count, scale_limit
-from omenative.render.templates import serving_ports
+from omenative.render.templates import ModelInfo, serving_ports
 
 log = structlog.get_logger(__name__)
 # Pod counts alone (routine progress) wait this long for a change that matters before they are written on their own.
@@ -95,16 +96,31 @@ class InferenceReplicaController:
         if not deleting and c.FINALIZER_LEGACY_DRAIN in finalizers:
             # An earlier name of the finalizer; the apply holds the current one.
             await self.writes.applier.remove_finalizer(INFERENCE_REPLICAS, ir, c.FINALIZER_LEGACY_DRAIN)
+        if not deleting and c.FINALIZER_TEARDOWN not in finalizers and not standalone.projected(ir):
+            # A standalone replica: no InferenceService's apply writes its teardown finalizer, so it is added here,
+            # before its first pod, and a delete drains its Instances before their pods go, as OME does.
+            try:
+                await self.writes.applier.add_finalizer(INFERENCE_REPLICAS, ir, c.FINALIZER_TEARDOWN)
+            except ApiError as exc:
+                if classify(exc.status, exc.reason, exc.message) is None:
+                    raise
+                # Refused (an admission webhook of the cluster's): said once; the replica runs, and a delete then
+                # leaves its pods to the garbage collector.
+                if self.writes.refusals.announce_child(key, "Finalizer", exc.message):
+                    self.writes.events.event(ir, "Warning", "FailedUpdate", f"Error adding finalizer "
+                                             f"{c.FINALIZER_TEARDOWN}: {exc.message}")
+            else:
+                return None  # its update event brings it back, with the finalizer
         spec: Obj = ir.get("spec") or {}
         runners: list[Obj] = spec.get("runners") or []
         isvc = (spec.get("parentRef") or {}).get("name") or name
         component = spec.get("component") or c.ENGINE
         revision = reads.revisions.of(ir)
         problem: tuple[str, str] | None = None
-        if not runners and isinstance(spec.get("runtimeRef"), dict) and not standalone.projected(ir):
-            # Rendered from the live runtime on every pass; while it cannot be, the Instances stay on the revision
-            # they have (its ControllerRevision) and the replica says why.
-            rendered, problem = self.render_from_runtime(ir, component)
+        if not runners and standalone.references(spec) and not standalone.projected(ir):
+            # Rendered from the live model and runtime on every pass; while it cannot be, the Instances stay on the
+            # revision they have (its ControllerRevision) and the replica says why.
+            rendered, problem = self.render_from_references(ir, component)
             if rendered:
                 runners = rendered
                 revision = objects.revision_hash(runners, spec.get("pairingProtocol"),
@@ -214,23 +230,58 @@ class InferenceReplicaController:
             return Result(requeue_after=min(teardown.requeue_after or math.inf, wake.requeue_after or math.inf))
         return wake
 
-    def render_from_runtime(self, ir: Obj, component: str) -> tuple[list[Obj], tuple[str, str] | None]:
-        """A standalone replica's runners from the runtime `spec.runtimeRef` names, or why there are none (OME's
-        RuntimeNotFound, RuntimeDisabled, RuntimePieceMissing, RenderFailed)."""
-        meta, ref = ir["metadata"], (ir.get("spec") or {}).get("runtimeRef") or {}
-        name = str(ref.get("name") or "")
-        runtime, _, problem = named_runtime(self.reads, meta["namespace"], ref)
-        if runtime is None:
-            return [], problem
-        runtime_spec: Obj = runtime.get("spec") or {}
+    def render_from_references(self, ir: Obj, component: str) -> tuple[list[Obj], tuple[str, str] | None]:
+        """A standalone replica's runners from `spec.modelRef` and `spec.runtimeRef` (OME's "One template source"),
+        or why there are none: ModelNotFound, ModelDisabled, RuntimeNotFound, RuntimeDisabled,
+        RuntimeSelectionFailed, RuntimePieceMissing, RenderFailed."""
+        meta, spec = ir["metadata"], ir.get("spec") or {}
+        namespace = meta["namespace"]
+        model_ref: Obj = spec["modelRef"] if isinstance(spec.get("modelRef"), dict) else {}
+        runtime_ref: Obj = spec["runtimeRef"] if isinstance(spec.get("runtimeRef"), dict) else {}
+        model = None
+        if model_ref:
+            model, problem = named_model(self.reads, namespace, model_ref, field="spec.modelRef")
+            if model is None:
+                return [], problem
+            # OME's ModelNotFound covers a model not ready yet: its nodes are not known to hold the weights.
+            found = self.reads.model_named(namespace, model.name, model_ref.get("kind"))
+            state = ((found[0] if found else {}).get("status") or {}).get("state")
+            if state != "Ready":
+                return [], ("ModelNotFound", f'model "{model.name}" is not ready yet (state: {state or "none"})')
+        if runtime_ref:
+            runtime, _, problem = named_runtime(self.reads, namespace, runtime_ref)
+            if runtime is None:
+                return [], problem
+            name = str(runtime_ref.get("name"))
+            if model is not None:
+                self.announce_named_runtime(ir, name, model, runtime)
+        else:
+            assert model is not None  # standalone.references: one of the two is set
+            runtime, _, why = selected_runtime(self.reads, namespace, model)
+            if runtime is None:
+                return [], ("RuntimeSelectionFailed", why or "")
+            name = runtime["metadata"]["name"]
         try:
             return replica_source.runtime_runners(
-                replica=meta["name"], namespace=meta["namespace"], component=component, runtime_name=name,
-                runtime_spec=runtime_spec, config=self.reads.config), None
+                replica=meta["name"], namespace=namespace, component=component, runtime_name=name,
+                runtime_spec=runtime.get("spec") or {}, config=self.reads.config, model=model), None
         except replica_source.PieceMissing as exc:
             return [], ("RuntimePieceMissing", str(exc))
         except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a runtime field of the wrong type
             return [], ("RenderFailed", f"runtime {name} cannot be rendered: {exc}")
+
+    def announce_named_runtime(self, ir: Obj, runtime_name: str, model: ModelInfo, runtime: Obj) -> None:
+        """OME's RuntimeCompatibilityAdvisory: the named runtime does not declare support for the model; the replica
+        renders all the same (the user chose the runtime), said once per generation."""
+        reason = incompatibility(model.spec, self.reads.runtime_specs.of(runtime))
+        if reason is None:
+            return
+        message = (f"Runtime {runtime_name} does not declare support for model {model.name} ({reason}); proceeding "
+                   "because the runtime was named explicitly")
+        meta = ir["metadata"]
+        if self.writes.refusals.announce_child(f"{meta['namespace']}/{meta['name']}", "RuntimeCompatibilityAdvisory",
+                                               f"{meta.get('generation')} {message}"):
+            self.writes.events.event(ir, "Warning", "RuntimeCompatibilityAdvisory", message)
 
     def announce_render_problem(self, ir: Obj, reason: str, message: str) -> None:
         """Once per generation of the replica and cause, as a Warning event carrying the Ready condition's reason."""

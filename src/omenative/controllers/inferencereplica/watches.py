@@ -3,11 +3,13 @@
 For: InferenceReplicas (each event also observes the resourceVersion of our last status write). Owns: pods (a
 failure wakes the replica at once, routine progress after the status batch period, so a burst makes one status
 write), ControllerRevisions, PodGroups (only their deletion wakes it: a teardown waits for them to be gone).
+Reads: the runtimes and models standalone replicas render from (a change wakes the replicas that use them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 
 from omenative.api.config import ControllerConfig
 from omenative.api.constants import LABEL_ISVC
@@ -35,6 +37,8 @@ from omenative.kube.resources import Resource
 from omenative.obj import Obj
 from omenative.observe.pods import pod_got_worse, slim_pod
 from omenative.ome_resources import (
+    BASE_MODELS,
+    CLUSTER_BASE_MODELS,
     CLUSTER_SERVING_RUNTIMES,
     INFERENCE_REPLICAS,
     INFERENCE_SERVICES,
@@ -42,9 +46,28 @@ from omenative.ome_resources import (
     SERVING_RUNTIMES,
 )
 
+BY_REFERENCE = "by-reference"
+
+
+def reference_index(replica: Obj) -> list[str]:
+    """What a standalone replica renders from: `runtime/<name>` for a named runtime, `runtime/` for any runtime (a
+    model whose runtime is selected: a new or changed runtime can change the choice), `model/<name>`."""
+    spec = replica.get("spec") or {}
+    if projected(replica) or spec.get("runners"):
+        return []
+    model, runtime = spec.get("modelRef"), spec.get("runtimeRef")
+    keys = []
+    if isinstance(runtime, dict):
+        keys.append(f"runtime/{runtime.get('name') or ''}")
+    if isinstance(model, dict):
+        keys.append(f"model/{model.get('name') or ''}")
+        if not isinstance(runtime, dict):
+            keys.append("runtime/")
+    return keys
+
 
 def caches(config: ControllerConfig) -> Iterable[CacheSpec]:
-    yield CacheSpec(resource=INFERENCE_REPLICAS, indexers={BY_ISVC: isvc_label_index})
+    yield CacheSpec(resource=INFERENCE_REPLICAS, indexers={BY_ISVC: isvc_label_index, BY_REFERENCE: reference_index})
     yield CacheSpec(resource=INFERENCE_SERVICES)  # the parent, for events and the audit's owner
     yield CacheSpec(resource=k.PODS, label_selector=MANAGED, transform=slim_pod, indexers={BY_REPLICA: by_replica})
     if force_delete_on(config):
@@ -52,9 +75,9 @@ def caches(config: ControllerConfig) -> Iterable[CacheSpec]:
     yield CacheSpec(resource=k.CONTROLLER_REVISIONS, label_selector=LABEL_ISVC, indexers={BY_ISVC: isvc_label_index})
     yield CacheSpec(resource=PODGROUPS, label_selector=MANAGED, start=False, transform=slim_podgroup,
                     indexers={BY_REPLICA: by_replica})
-    # The runtimes a standalone replica renders from (spec.runtimeRef): a change rolls it.
-    yield CacheSpec(resource=SERVING_RUNTIMES)
-    yield CacheSpec(resource=CLUSTER_SERVING_RUNTIMES)
+    # The runtimes and models a standalone replica renders from (spec.runtimeRef, spec.modelRef): a change rolls it.
+    for resource in (SERVING_RUNTIMES, CLUSTER_SERVING_RUNTIMES, BASE_MODELS, CLUSTER_BASE_MODELS):
+        yield CacheSpec(resource=resource)
 
 
 class ReplicaEvents:
@@ -111,17 +134,20 @@ def watches(w: Wiring) -> Iterable[tuple[Resource, Handler]]:
     yield k.CONTROLLER_REVISIONS, FuncHandler(lambda o: add(replicas, replica_key_of(o)))
     yield PODGROUPS, OnDelete(lambda o: add(replicas, replica_key_of(o)))
 
-    def runtime_changed(runtime: Obj) -> None:
-        name = runtime["metadata"]["name"]
-        namespace = runtime["metadata"].get("namespace")  # None: a ClusterServingRuntime, named from anywhere
-        for replica in w.caches.store(INFERENCE_REPLICAS).objects():
-            ref = (replica.get("spec") or {}).get("runtimeRef")
-            if isinstance(ref, dict) and ref.get("name") == name and not projected(replica) and \
-                    (namespace is None or replica["metadata"].get("namespace") == namespace):
+    def referenced(kind: str, obj: Obj) -> None:
+        """Wake the standalone replicas that render from it (a namespaced runtime or model serves only its own
+        namespace's replicas)."""
+        name, namespace = obj["metadata"]["name"], obj["metadata"].get("namespace")
+        store = w.caches.store(INFERENCE_REPLICAS)
+        keys = [f"{kind}/{name}"] + (["runtime/"] if kind == "runtime" else [])
+        for replica in (r for key in keys for r in store.by_index(BY_REFERENCE, key)):
+            if namespace is None or replica["metadata"].get("namespace") == namespace:
                 replicas.add(object_key(replica))
 
-    yield SERVING_RUNTIMES, FuncHandler(runtime_changed)
-    yield CLUSTER_SERVING_RUNTIMES, FuncHandler(runtime_changed)
+    for resource in (SERVING_RUNTIMES, CLUSTER_SERVING_RUNTIMES):
+        yield resource, FuncHandler(partial(referenced, "runtime"))
+    for resource in (BASE_MODELS, CLUSTER_BASE_MODELS):
+        yield resource, FuncHandler(partial(referenced, "model"))
 
 
 DECLARATION = Declaration(name="inferencereplica", caches=caches, watches=watches)

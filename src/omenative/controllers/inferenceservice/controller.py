@@ -16,19 +16,23 @@ from omenative.api.modes import declared_components
 from omenative.api.phases import DELETING, FAILED, READY
 from omenative.api.pod_fields import InvalidSpec
 from omenative.api.readiness import desired_instances
-from omenative.api.selection import Candidate, no_runtime_message, select_runtime
 from omenative.api.times import format_time
-from omenative.api.types import BaseModelSpec
 from omenative.api.units import optional_duration
 from omenative.api.validation import Admission, validate_inference_service
 from omenative.controllers import audit as migration_audit
 from omenative.controllers import fleet_metrics
-from omenative.controllers.context import Reads, Writes, current_revision, named_runtime
+from omenative.controllers.context import (
+    Reads,
+    Writes,
+    current_revision,
+    named_model,
+    named_runtime,
+    selected_runtime,
+)
 from omenative.controllers.inferenceservice import desired, rollout
 from omenative.controllers.inferenceservice.status import build_status, keda_missing_message
 from omenative.controllers.inferenceservice.watches import creations_key
 from omenative.controllers.watches import BY_ISVC, StatusOf
-from omenative.kube.cache import NAMESPACE_INDEX
 from omenative.kube.client import ApiError
 from omenative.kube.controller import Result, split_key
 from omenative.kube.expectations import expected
@@ -46,12 +50,10 @@ from omenative.kube.resources import (
 )
 from omenative.obj import Obj
 from omenative.ome_resources import (
-    CLUSTER_SERVING_RUNTIMES,
     INFERENCE_REPLICAS,
     INFERENCE_SERVICES,
     PODMONITORS,
     SCALED_OBJECTS,
-    SERVING_RUNTIMES,
 )
 from omenative.render.templates import ModelInfo
 
@@ -104,24 +106,9 @@ class InferenceServiceController:
     # -- observe
     def resolve_model(self, isvc: Obj) -> tuple[ModelInfo | None, tuple[str, str] | None]:
         ref = (isvc.get("spec") or {}).get("model") or {}
-        name = ref.get("name")
-        namespace = isvc["metadata"]["namespace"]
-        if not name:
+        if not ref.get("name"):
             return None, None
-        kind = ref.get("kind")
-        found = self.reads.model_named(namespace, name, kind)
-        if found is None:
-            if kind == "BaseModel":
-                return None, ("ModelNotFound", f'model "{name}" not found: no BaseModel of that name in namespace '
-                                               f"{namespace}")
-            hint = f" (a BaseModel in namespace {namespace} has it: set spec.model.kind: BaseModel)" if \
-                self.reads.model_named(namespace, name, "BaseModel") else ""
-            return None, ("ModelNotFound", f'model "{name}" not found: no ClusterBaseModel of that name{hint}')
-        obj, namespaced = found
-        spec = BaseModelSpec.from_dict(obj.get("spec") or {})
-        if spec.disabled:
-            return None, ("ModelDisabled", f'model "{name}" is disabled')
-        return ModelInfo(name=name, namespaced=namespaced, namespace=namespace, spec=spec), None
+        return named_model(self.reads, isvc["metadata"]["namespace"], ref)
 
     def resolve_runtime(self, isvc: Obj, model: ModelInfo | None
                         ) -> tuple[desired.RuntimeInfo | None, tuple[str, str] | None]:
@@ -135,18 +122,10 @@ class InferenceServiceController:
             return desired.RuntimeInfo(name=name, namespaced=namespaced, spec=dict(obj.get("spec") or {})), None
         if model is None:
             return None, None  # no runtime and no model: the InferenceService must carry its own containers
-        specs = self.reads.runtime_specs
-        candidates = [Candidate(r["metadata"]["name"], True, specs.of(r))
-                      for r in self.reads.by_index(SERVING_RUNTIMES, NAMESPACE_INDEX, namespace)]
-        candidates += [Candidate(r["metadata"]["name"], False, specs.of(r))
-                       for r in self.reads.objects(CLUSTER_SERVING_RUNTIMES)]
-        selection = select_runtime(model.spec, candidates)
-        if selection.runtime is None:
-            return None, ("RuntimeNotFound", no_runtime_message(model.name, model.spec, namespace, selection))
-        chosen = selection.runtime
-        resource = SERVING_RUNTIMES if chosen.namespaced else CLUSTER_SERVING_RUNTIMES
-        obj = self.reads.get(resource, namespace if chosen.namespaced else None, chosen.name) or {}
-        return desired.RuntimeInfo(name=chosen.name, namespaced=chosen.namespaced,
+        obj, namespaced, why = selected_runtime(self.reads, namespace, model)
+        if obj is None:
+            return None, ("RuntimeNotFound", why or "")
+        return desired.RuntimeInfo(name=obj["metadata"]["name"], namespaced=namespaced,
                                    spec=dict(obj.get("spec") or {})), None
 
     # -- reconcile
