@@ -118,6 +118,14 @@ async def test_a_rolling_update_group_keeps_engine_and_decoder_within_the_tolera
              for comp, block in ((v.get("status") or {}).get("components") or {}).items()
              if (hold := (block.get("lifecycle") or {}).get("rolloutHold") or {}).get("gate")}
     assert "engine:Ratio" in gates or "decoder:Ratio" in gates, gates
+    # The group's phase as the InferenceService reported it, version by version (OME's CoordinationPhase): the
+    # rollout starts Surging and ends Idle, and every phase between is one a rolling-update group can be in.
+    phases = service_history.values(lambda v: next(
+        (g["phase"] for g in ((v.get("status") or {}).get("rolloutCoordination") or {}).get("groups") or []), None))
+    moving = [p for p in phases if p not in (None, "Idle")]
+    print(f"coordination phases: {phases}")
+    assert moving and moving[0] == "Surging" and phases[-1] == "Idle", phases
+    assert set(moving) <= {"Surging", "Shifting", "Draining", "Waiting", "ScalingDown"}, phases
     status = (await get_json(control_plane, "inferenceservice", "ratio", "-n", namespace))["status"]
     assert status["rollout"]["lastRun"]["outcome"] == "Completed"
     assert "activeRun" not in status["rollout"]

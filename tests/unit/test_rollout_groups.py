@@ -11,6 +11,7 @@ import attrs
 import pytest
 
 from omenative.controllers.inferenceservice import rollout as r
+from omenative.controllers.inferenceservice.rollout.planner import member_phase
 
 OLD, NEW = "aaaa1111", "bbbb2222"
 NOW = 1_000_000.0
@@ -540,3 +541,66 @@ def test_a_repin_to_more_traffic_holds_before_the_step_until_a_promote() -> None
     canary = released.components["engine"]["canary"]
     assert "preStepHold" not in canary and canary["observedTrafficWeight"] == 20 and canary["currentStep"] == 0
     assert released.consume == [r.PROMOTE_ANNOTATION]
+
+
+# -- the coordination phases (OME's CoordinationPhase)
+
+def rows(*spec: tuple[str, bool]) -> tuple[tuple[str, bool, bool], ...]:
+    return tuple((rev, ready, False) for rev, ready in spec)
+
+
+@pytest.mark.parametrize(("revisions", "extra", "held", "phase"), [
+    (rows((OLD, True), (OLD, True)), {}, False, "Surging"),  # nothing moved yet: the first surge starts
+    (rows((NEW, False), (OLD, True)), {}, False, "Surging"),  # a new Instance is coming up
+    (rows((NEW, True), (OLD, True)), {}, False, "Shifting"),  # both revisions serve between batches
+    (rows((NEW, True), (OLD, True)), {"draining": 1}, False, "Draining"),  # a replaced Instance drains
+    (rows((NEW, True), (OLD, True)), {}, True, "Waiting"),  # a gate (ratio, pairing, sequence) holds the next
+    (rows((NEW, True), (OLD, True)), {"partition": 1}, False, "Staged"),  # only the user's partition holds it
+    (rows((NEW, True), (NEW, True), (NEW, True)), {}, False, "ScalingDown"),  # a surplus Instance goes
+    (rows((NEW, True)), {}, False, "Surging"),  # an Instance still to create on the target
+    (rows((NEW, True), (NEW, True)), {}, False, "Idle"),
+    (rows((NEW, True), (NEW, True)), {"draining": 1}, False, "Draining"),  # the last old Instance still drains
+])
+def test_each_component_phase(revisions: tuple[tuple[str, bool, bool], ...], extra: dict[str, int], held: bool,
+                              phase: str) -> None:
+    m = r.Member(name="engine", desired=2, target=NEW, stable=OLD, revisions=revisions, **extra)
+    assert member_phase(m, held) == phase
+
+
+def test_a_group_shows_its_most_active_component_and_names_it_alone() -> None:
+    group = [{"components": ["engine", "decoder"], "rollingUpdate": {}}]
+    engine = r.Member(name="engine", desired=2, target=NEW, stable=OLD, revisions=rows((NEW, True), (OLD, True)))
+    decoder = r.Member(name="decoder", desired=2, target=NEW, stable=OLD, revisions=rows((NEW, False), (OLD, True)))
+    entry = plan(group, engine, decoder).status["rolloutCoordination"]["groups"][0]
+    assert (entry["phase"], entry["compositePhase"]) == ("Surging", "Surging")
+    staged = attrs.evolve(engine, partition=1)
+    done = attrs.evolve(decoder, revisions=rows((NEW, True), (NEW, True)))
+    out = plan(group, staged, done)
+    entry = out.status["rolloutCoordination"]["groups"][0]
+    assert (entry["phase"], entry["compositePhase"]) == ("Staged", "engine.Staged")
+    assert ("RolloutCoordinationReady", False, "Progressing", "group 0 (engine, decoder) engine.Staged") in \
+        out.conditions
+
+
+def test_a_stalled_rollout_shows_rolling_back_then_failed() -> None:
+    group = [{"components": ["engine"]}]
+    rejected = {"rollout": {"rejectedRevisions": [{"component": "engine", "revision": NEW, "stableRevision": OLD}]}}
+    going_back = r.Member(name="engine", desired=2, target=NEW, stable=OLD, revisions=rows((NEW, True), (OLD, False)))
+    out = plan(group, going_back, previous=rejected)
+    entry = out.status["rolloutCoordination"]["groups"][0]
+    assert (entry["phase"], entry["compositePhase"]) == ("RollingBack", "engine.RollingBack")
+    assert entry["message"] == (f"engine: revision {NEW} rolled back to {OLD}: its rollout made no progress within "
+                                "the progress deadline")
+    assert any(cond[:3] == ("RolloutCoordinationReady", False, "RollingBack") for cond in out.conditions)
+    back = attrs.evolve(going_back, revisions=rows((OLD, True), (OLD, True)))
+    out = plan(group, back, previous={**rejected, **carry(out)})
+    entry = out.status["rolloutCoordination"]["groups"][0]
+    assert entry["phase"] == "Failed" and entry["lastTransitionTime"] == "1970-01-12T13:46:40Z"
+    assert any(cond[:3] == ("RolloutCoordinationReady", False, "CoordinationGroupFailed") for cond in out.conditions)
+
+
+def test_a_single_pods_surge_draining_its_old_pod_is_draining_not_surging() -> None:
+    m = r.Member(name="engine", desired=2, target=NEW, stable=OLD, revisions=rows((NEW, False), (OLD, True)),
+                 surge_draining=1)
+    assert member_phase(m, False) == "Draining"
+    assert member_phase(attrs.evolve(m, revisions=rows((NEW, False), (NEW, False))), False) == "Surging"

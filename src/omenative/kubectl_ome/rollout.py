@@ -58,7 +58,8 @@ def canary_groups(isvc: Obj) -> list[tuple[int, Obj]]:
 def _phase_state(phase: str | None) -> str | None:
     return {"Failed": "Failed", "RollingBack": "RollingBack", "RolledBack": "RolledBack", "Paused": "Paused",
             "Pending": "InProgress", "Canarying": "InProgress", "Promoting": "InProgress", "Surging": "InProgress",
-            "Waiting": "InProgress", "Shifting": "InProgress", "Draining": "InProgress", "Staged": "Staged",
+            "Waiting": "InProgress", "Shifting": "InProgress", "Draining": "InProgress", "ScalingDown": "InProgress",
+            "Staged": "Staged",
             "Idle": "Succeeded", "Stable": "Succeeded"}.get(phase or "")
 
 

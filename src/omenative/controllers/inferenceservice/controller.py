@@ -11,7 +11,7 @@ import attrs
 import structlog
 
 from omenative.api import constants as c
-from omenative.api import migration_request, naming
+from omenative.api import migration_request, naming, slots
 from omenative.api.modes import declared_components
 from omenative.api.phases import DELETING, FAILED, READY
 from omenative.api.pod_fields import InvalidSpec
@@ -305,11 +305,17 @@ class InferenceServiceController:
         revisions = tuple(((r.target_revision or r.running_revision or ""),
                            r.phase == READY and r.running_revision == (r.target_revision or r.running_revision),
                            r.phase == FAILED) for r in rows)
-        strategy = ((part.component.get("lifecycle") or {}).get("updateStrategy") or {}).get("type")
+        update = (part.component.get("lifecycle") or {}).get("updateStrategy") or {}
+        strategy = update.get("type")
+        partition = (update.get("rollingUpdate") or {}).get("partition") if isinstance(update, dict) else None
+        draining = sum(1 for r in reads.rows.of(ir).values() if r.phase == DELETING) if ir is not None else 0
+        surge_draining = sum(1 for r in rows if r.operation is not None and r.operation.step == slots.SURGE_DRAIN)
         return rollout.Member(
             name=part.name, desired=desired_instances(ir) if ir is not None else part.min_replicas, target=target,
             stable=stable, revisions=revisions, strategy=strategy or rollout.SURGE_THEN_DRAIN,
             serving=int(status.get("servingReplicas") or 0) if ir is not None else None,
+            draining=draining, surge_draining=surge_draining,
+            partition=partition if isinstance(partition, int) and partition > 0 else 0,
             pairing=pairing_of(part.runners),
             pairings={rev: self.revision_pairing(meta, part.name, rev)
                       for rev in {rev for rev, _, _ in revisions} | ({stable} if stable else set()) if rev})

@@ -17,7 +17,7 @@ from omenative.controllers.inferenceservice.rollout.model import (
     Member,
     duration,
 )
-from omenative.controllers.inferenceservice.rollout.planner import RolloutPlanner, entry
+from omenative.controllers.inferenceservice.rollout.planner import RolloutPlanner, entry, member_phase
 from omenative.obj import Obj
 
 
@@ -149,14 +149,14 @@ def sequence(planner: RolloutPlanner, groups: list[tuple[int, Obj]]) -> None:
             phase, current = "Waiting", name
             continue
         planner.set(name, max_unavailable=BLUE_GREEN_BUDGET)
-        current, phase = name, "Surging"
+        current, phase = name, member_phase(member, held=False)
         if member.failed_on(member.target):
             phase = "Failed"
             planner.events.append(Event(WARNING, "CoordinationGroupFailed", (
                 f"sequence: {name} has {member.failed_on(member.target)} failed Instance(s) on revision "
                 f"{member.target}; the components after it wait")))
-    composite = {"Idle": "Idle", "Surging": f"{current}.Surging", "Waiting": "Sequential.AwaitingNextComponent",
-                 "Failed": f"{current}.Failed"}[phase]
+    composite = "Idle" if current is None else "Sequential.AwaitingNextComponent" if phase == "Waiting" else \
+        f"{current}.{phase}"
     planner.coordination.append(entry(
         name="sequence", components=names, policy="Sequential", phase=phase, composite=composite, current=current,
         previous=previous, previous_status=planner.previous_group("sequence"), now=now))

@@ -38,6 +38,11 @@ class Member:
     pairing: str | None = None  # the target revision's ome.io/pairing-protocol
     pairings: dict[str, str | None] = attrs.field(factory=dict)  # the token of each revision its Instances run
     serving: int | None = None  # Instances in rotation (the InferenceReplica's servingReplicas); None: unknown
+    draining: int = 0  # Instances draining before their pods go (phase Deleting; not in `revisions`)
+    # Instances of `revisions` whose new pod serves while their old pod drains (a single pod's SurgeDrain step):
+    # not ready yet, but no longer coming up.
+    surge_draining: int = 0
+    partition: int = 0  # the component's own rollingUpdate.partition: its lowest Instances stay where they are
 
     def on(self, revision: str | None) -> int:
         return sum(1 for rev, _, _ in self.revisions if rev == revision)
@@ -47,6 +52,10 @@ class Member:
 
     def failed_on(self, revision: str | None) -> int:
         return sum(1 for rev, _, failed in self.revisions if rev == revision and failed)
+
+    def moving_to(self, revision: str | None) -> int:
+        """Instances on their way to `revision`: targeted, not yet ready on it (a surge's new pods, a recreate)."""
+        return sum(1 for rev, ready, _ in self.revisions if rev == revision and not ready)
 
     def done(self, revision: str | None) -> bool:
         """Every Instance runs `revision` and enough of them are ready."""

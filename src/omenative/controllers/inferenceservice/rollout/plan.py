@@ -45,6 +45,7 @@ def plan(inputs: Inputs, isvc: str) -> Outcome:
             last_run = {"runID": run.get("runID"), "outcome": "RolledBack", "closedAt": format_time(inputs.now)}
             run = None
     hold_back(planner, held_back)
+    mark_rollbacks(planner, held_back)
     if run is not None:
         run, last_run = record_completion(planner, run, last_run)
     apply_pause(planner)
@@ -100,6 +101,29 @@ def hold_back(planner: RolloutPlanner, held_back: dict[str, Obj]) -> None:
             rollback_to=entry["stableRevision"], hold=("Held", (
                 f"revision {entry['revision']} was rolled back: its rollout made no progress within the progress "
                 "deadline; a different revision starts a new rollout")))
+
+
+def mark_rollbacks(planner: RolloutPlanner, held_back: dict[str, Obj]) -> None:
+    """A group with a component held back after its rollout made no progress: `RollingBack` while that component's
+    Instances return to the stable revision, then `Failed` (the rollout did not happen), with the reason."""
+    for group in planner.coordination:
+        held = [n for n in group["components"] if n in held_back and n in planner.inputs.members]
+        if not held:
+            continue
+        back = False
+        for name in held:
+            member, stable = planner.inputs.members[name], held_back[name]["stableRevision"]
+            back |= any(rev != stable for rev, _, _ in member.revisions) or bool(member.moving_to(stable)) or \
+                member.draining > 0
+        phase = "RollingBack" if back else "Failed"
+        if group["phase"] != phase:
+            group["phase"], group["compositePhase"] = phase, f"{held[0]}.{phase}" if len(held) == 1 else phase
+            previous = planner.previous_group(group["name"])
+            group["lastTransitionTime"] = previous["lastTransitionTime"] if previous.get("phase") == phase and \
+                previous.get("lastTransitionTime") else format_time(planner.now)
+        group["message"] = "; ".join(f"{n}: revision {held_back[n]['revision']} rolled back to "
+                                     f"{held_back[n]['stableRevision']}: its rollout made no progress within the "
+                                     "progress deadline" for n in held)
 
 
 def record_completion(planner: RolloutPlanner, run: Obj, last_run: Obj | None) -> tuple[Obj | None, Obj | None]:
@@ -208,7 +232,12 @@ def conditions(inputs: Inputs, run: Obj | None, planner: RolloutPlanner) -> list
         if "Failed" in phases:
             failed = next(g for g in planner.coordination if g["phase"] == "Failed")
             out.append(("RolloutCoordinationReady", False, "CoordinationGroupFailed",
-                        f"group {failed['name']} ({', '.join(failed['components'])}) has failed Instances"))
+                        f"group {failed['name']} ({', '.join(failed['components'])}) "
+                        + (failed.get("message") or "has failed Instances")))
+        elif "RollingBack" in phases:
+            back = next(g for g in planner.coordination if g["phase"] == "RollingBack")
+            out.append(("RolloutCoordinationReady", False, "RollingBack",
+                        f"group {back['name']} ({', '.join(back['components'])}) {back['message']}"))
         elif "Paused" in phases:
             out.append(("RolloutCoordinationReady", False, "Paused", "the rollout is paused "
                         f"({PAUSED_ANNOTATION})"))

@@ -78,15 +78,17 @@ class RolloutPlanner:
                            observed_ratio: Obj | None = None) -> Obj:
         """The status entry of a blue-green or rolling-update group (status.rolloutCoordination.groups)."""
         failed = [m for m in members if m.failed_on(m.target)]
-        moving = [m for m in members if not m.done(m.target)]
-        phase = "Failed" if failed else "Surging" if moving else "Idle"
+        phases = {m.name: member_phase(m, self.directives.get(m.name, Directive()).hold is not None)
+                  for m in members}
+        moving = [m for m in members if phases[m.name] != IDLE]
+        phase = FAILED if failed else group_phase(list(phases.values()))
         if failed:
             self.events.append(Event(WARNING, "CoordinationGroupFailed", (
                 f"group {index} ({', '.join(group.get('components') or [])}): " + "; ".join(
                     f"{m.name} has {m.failed_on(m.target)} failed Instance(s) on revision {m.target}" for m in failed)
                 + "; the other components go on")))
         held = [m.name for m in members if self.directives.get(m.name, Directive()).hold]
-        composite = phase if not moving else (f"{moving[0].name}.{phase}" if len(moving) == 1 else phase)
+        composite = f"{moving[0].name}.{phase}" if len(moving) == 1 else phase
         out = entry(name=str(index), components=list(group.get("components") or []), policy=policy, phase=phase,
                     composite=composite, current=None, previous=None,
                     previous_status=self.previous_group(str(index)), now=self.now)
@@ -100,6 +102,41 @@ class RolloutPlanner:
             out["message"] = "; ".join(f"{n}: {self.directives[n].hold[1]}" for n in held)  # type: ignore[index]
         self.coordination.append(out)
         return out
+
+
+# The phases of OME's CoordinationPhase that a group's components show, the most active first: a group takes the
+# first that any of its components is in. Failed, RollingBack and Paused are decided for the group as a whole.
+IDLE, FAILED = "Idle", "Failed"
+PRECEDENCE = ("Surging", "Draining", "Shifting", "ScalingDown", "Waiting", "Staged", IDLE)
+
+
+def member_phase(member: Member, held: bool) -> str:
+    """Where one component of a group is: `Surging` while Instances come up on the target revision (or before the
+    first moves), `Shifting` while both revisions serve between batches, `Draining` while replaced Instances drain,
+    `ScalingDown` while surplus Instances on the target go, `Waiting` while a gate holds it (ratio, pairing, a
+    sequence), `Staged` while only its own partition keeps Instances back, `Idle` once every Instance runs the
+    target and none drains."""
+    target = member.target
+    old = sum(1 for rev, _, _ in member.revisions if rev != target)
+    coming_up = member.moving_to(target) - member.surge_draining
+    if coming_up > 0 or (old and not member.ready_on(target) and not member.surge_draining and
+                         old > member.partition and not held):
+        return "Surging"
+    if member.draining or member.surge_draining:
+        return "Draining"
+    if old:
+        if old <= member.partition:
+            return "Staged"
+        return "Waiting" if held else "Shifting"
+    if member.ready_on(target) < member.desired:
+        return "Surging"  # Instances still to create on the target revision
+    if len(member.revisions) > member.desired:
+        return "ScalingDown"
+    return IDLE
+
+
+def group_phase(phases: list[str]) -> str:
+    return next((p for p in PRECEDENCE if p in phases), IDLE)
 
 
 def entry(*, name: str, components: list[str], policy: str, phase: str, composite: str, current: str | None,
