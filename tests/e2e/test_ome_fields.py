@@ -575,6 +575,38 @@ async def test_class_keda_without_keda_is_said_and_the_scaled_object_follows_the
             return "NotFound" in so.output
 
         await wait_for(deleted, timeout=30, what="the ScaledObject deleted", describe=describe)
+
+        # The user's own ScaledObject under omenative's name (OME's "Bring your own autoscaler"): a switch back to
+        # KEDA does not take it over. The refusal is said (OME's words) and the user's object stays as written.
+        mine = {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+                "metadata": {"name": "scaledobject-kq-engine", "namespace": namespace},
+                "spec": {"scaleTargetRef": {"apiVersion": c.API_VERSION, "kind": "InferenceReplica",
+                                            "name": "kq-engine"}, "minReplicaCount": 1, "maxReplicaCount": 5,
+                         "triggers": [{"type": "cpu", "metricType": "Utilization", "metadata": {"value": "60"}}]}}
+        await kubectl("apply", "-f", write_yaml(tmp_path, "mine.yaml", mine))
+        isvc["spec"]["engine"]["autoscaler"] = {"class": "KEDA", "keda": {"triggers": [trigger]}}
+        await kubectl("apply", "-f", write_yaml(tmp_path, "kq.yaml", isvc))
+
+        async def refused() -> str | None:
+            out = await kubectl("get", "inferenceservice", "kq", "-n", namespace, "-o",
+                                "jsonpath={.status.conditions[?(@.type==\"Reconciled\")].message}")
+            return out.stdout if "is not controlled by expected owner" in out.stdout else None
+
+        message = await wait_for(refused, timeout=30, what="Reconciled=False naming the user's ScaledObject",
+                                 describe=describe)
+        assert f"ScaledObject {namespace}/scaledobject-kq-engine is not controlled by expected owner " \
+            "InferenceService kq" in message, message
+        events = await kubectl("get", "events", "-n", namespace, "--field-selector",
+                               "reason=FailedCreate,involvedObject.name=kq-engine", "-o",
+                               "jsonpath={.items[*].message}")
+        assert "is not controlled by expected owner" in events.stdout, events.stdout
+        kept = await kubectl("get", "scaledobject", "scaledobject-kq-engine", "-n", namespace, "-o",
+                             "jsonpath={.spec.triggers[0].type} {.metadata.ownerReferences}")
+        assert kept.stdout == "cpu ", kept.stdout  # the user's triggers, and no owner added
+        # Deleted by its user: omenative creates its own on its next attempt.
+        await kubectl("delete", "scaledobject", "scaledobject-kq-engine", "-n", namespace)
+        await wait_for(written, timeout=45, what="omenative's ScaledObject once the user's is gone",
+                       describe=describe)
     finally:
         await kubectl("delete", "inferenceservice", "kq", "-n", namespace, "--wait=false", check=False)
         await kubectl("delete", "-f", str(crd), "--ignore-not-found", "--wait=false", check=False)

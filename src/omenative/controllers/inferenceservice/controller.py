@@ -400,8 +400,41 @@ class InferenceServiceController:
                 INFERENCE_REPLICAS, part.bootstrap, field_manager=BOOTSTRAP_MANAGER), part.replica),
                 partial(writes.expectations.creation_observed, key, meta["name"]))
         await self.write(refused, writes.applier.apply(INFERENCE_REPLICAS, part.replica), part.replica)
+        children = [child for child in part.children if await self.ours_to_write(isvc, child, refused)]
         await gather_all([self.write(refused, writes.applier.apply(KIND_RESOURCES[child["kind"]], child), child)
-                          for child in part.children])
+                          for child in children])
+
+    async def ours_to_write(self, isvc: Obj, child: Obj, refused: list[tuple[str, str, str]]) -> bool:
+        """An autoscaler is never taken over (OME's "is not controlled by expected owner"): a HorizontalPodAutoscaler
+        or ScaledObject of the user's under the name omenative would use stays theirs, and the component says so
+        until it is deleted or renamed, or the class is External. Ours is in the cache (labelled); only an
+        autoscaler the cache does not hold is read, once per pass until ours exists."""
+        resource = KIND_RESOURCES[child["kind"]]
+        if resource not in AUTOSCALERS:
+            return True
+        meta = child["metadata"]
+        found = self.reads.get(resource, meta["namespace"], meta["name"])
+        if found is None:
+            try:
+                found = await self.writes.applier.read(resource, meta["name"], meta["namespace"])
+            except ApiError as exc:
+                if exc.status not in (401, 403):
+                    raise
+                # Not allowed to look (an RBAC narrower than the manifests'): not written blind over a user's.
+                refused.append((child["kind"], meta["name"], f"cannot tell whether {child['kind']} {meta['name']} is "
+                                f"the user's: {exc.message}"))
+                return False
+        if found is None:
+            return True
+        uid = isvc["metadata"]["uid"]
+        owners = (found.get("metadata") or {}).get("ownerReferences") or []
+        if any(ref.get("uid") == uid and ref.get("controller") for ref in owners):
+            return True
+        refused.append((child["kind"], meta["name"], (
+            f"{child['kind']} {meta['namespace']}/{meta['name']} is not controlled by expected owner InferenceService "
+            f"{isvc['metadata']['name']}: omenative does not take over an autoscaler it did not create; delete or "
+            "rename it, or set the component's autoscaler.class to External to keep it")))
+        return False
 
     async def clean_up(self, isvc: Obj, plan: desired.Plan) -> None:
         """Deletes what this InferenceService created for a component it no longer declares, or an autoscaler its
