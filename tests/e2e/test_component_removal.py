@@ -48,6 +48,10 @@ async def removal(control_plane: ControlPlane, api: client.ApiClient, namespace:
                                               "podmonitor.monitoring.coreos.com/svc-router"]
 
     await wait_for(monitored, timeout=60, what="a PodMonitor per component")
+    # Accepted by the PodMonitor CRD's schema as written: the relabelings that give series OME's labels.
+    targets = await kubectl("get", "podmonitor", "svc-engine", "-n", namespace, "-o",
+                            "jsonpath={.spec.podMetricsEndpoints[0].relabelings[*].targetLabel}")
+    assert targets.stdout == "inferenceservice component revision_hash", targets.stdout
     router = await kubectl("get", KINDS, "-n", namespace, "-l", "component=router", "-o", "name")
     made = set(router.stdout.split())
     assert {"inferencereplica.ome.io/svc-router", "serviceaccount/svc-router",

@@ -172,6 +172,11 @@ def test_a_pod_monitor_per_component_while_its_crd_is_installed() -> None:
     assert engine is not None and engine["kind"] == "PodMonitor" and engine["metadata"]["name"] == "svc-engine"
     assert engine["spec"]["selector"]["matchLabels"] == {"ome.io/inferenceservice": "svc", "component": "engine",
                                                          "ome.io/managed-by": "OMENative"}
+    # OME's metrics page: every series carries inferenceservice, component and revision_hash, from the pod's labels.
+    assert engine["spec"]["podMetricsEndpoints"][0]["relabelings"] == [
+        {"sourceLabels": ["__meta_kubernetes_pod_label_ome_io_inferenceservice"], "targetLabel": "inferenceservice"},
+        {"sourceLabels": ["__meta_kubernetes_pod_label_component"], "targetLabel": "component"},
+        {"sourceLabels": ["__meta_kubernetes_pod_label_ome_io_revision_hash"], "targetLabel": "revision_hash"}]
     assert engine in next(p for p in plan.components if p.name == "engine").children
     assert engine["metadata"]["ownerReferences"][0]["uid"] == "u-1"
 

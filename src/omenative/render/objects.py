@@ -180,13 +180,26 @@ def pod_disruption_budget(*, isvc: str, namespace: str, component: str, owner: J
             "spec": spec}
 
 
+# The labels OME's metrics page gives every InferenceService pod's series, from the pod's own labels: canary analysis
+# queries and KEDA triggers select by them (`revision_hash` tells a canary's pods from the stable revision's).
+SERIES_LABELS = ((c.LABEL_ISVC, "inferenceservice"), (c.LABEL_COMPONENT, "component"),
+                 (c.LABEL_REVISION_HASH, "revision_hash"))
+
+
+def _meta_label(label: str) -> str:
+    """Prometheus's Kubernetes service-discovery name of a pod label."""
+    return "__meta_kubernetes_pod_label_" + "".join(ch if ch.isalnum() else "_" for ch in label)
+
+
 def pod_monitor(*, isvc: str, namespace: str, component: str, owner: JSONDict, port: str) -> JSONDict:
-    """The prometheus-operator PodMonitor of a component: every pod of it, workers included, at /metrics."""
+    """The prometheus-operator PodMonitor of a component: every pod of it, workers included, at /metrics, its series
+    labelled `inferenceservice`, `component` and `revision_hash` as OME's metrics page shows."""
+    relabelings = [{"sourceLabels": [_meta_label(label)], "targetLabel": target} for label, target in SERIES_LABELS]
     return {"apiVersion": f"{c.PODMONITOR_GROUP}/v1", "kind": "PodMonitor",
             "metadata": _meta(naming.replica_name(isvc, component), namespace, component_labels(isvc, component),
                               owner),
             "spec": {"selector": {"matchLabels": pod_selector(isvc, component)},
-                     "podMetricsEndpoints": [{"port": port, "path": "/metrics"}]}}
+                     "podMetricsEndpoints": [{"port": port, "path": "/metrics", "relabelings": relabelings}]}}
 
 
 def router_rbac(*, isvc: str, namespace: str, owner: JSONDict) -> list[JSONDict]:
