@@ -126,6 +126,10 @@ async def test_a_rolling_update_group_keeps_engine_and_decoder_within_the_tolera
     print(f"coordination phases: {phases}")
     assert moving and moving[0] == "Surging" and phases[-1] == "Idle", phases
     assert set(moving) <= {"Surging", "Shifting", "Draining", "Waiting", "ScalingDown"}, phases
+    # OME's rollout group metric counted the phase changes the status recorded, into Surging and back to Idle.
+    for entered in ("Surging", "Idle"):
+        assert await omenative.metric("ome_omenative_rollout_group_transition_total", namespace=namespace,
+                                      isvc="ratio", group="0", to=entered) >= 1, await omenative.metrics()
     status = (await get_json(control_plane, "inferenceservice", "ratio", "-n", namespace))["status"]
     assert status["rollout"]["lastRun"]["outcome"] == "Completed"
     assert "activeRun" not in status["rollout"]

@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from omenative.api.instance_status import encode_rows
 from omenative.api.types import InstanceStatus, LastFailure
+from omenative.controllers import fleet_metrics
 from omenative.controllers.context import rows_by_index
 from omenative.controllers.fleet_metrics import PHASES, FleetCollector, restarts
 
@@ -70,3 +71,14 @@ def test_restarts_are_the_instances_whose_incarnation_went_up(
     old: list[InstanceStatus], new: list[InstanceStatus], causes: list[str],
 ) -> None:
     assert restarts({r.index: r for r in old if r.index is not None}, new) == causes
+
+
+def test_a_rollout_groups_phase_changes_are_its_transitions() -> None:
+    def groups(*phases: tuple[str, str]) -> dict[str, object]:
+        return {"rolloutCoordination": {"groups": [{"name": n, "phase": p} for n, p in phases]}}
+
+    assert fleet_metrics.group_transitions({}, groups(("0", "Surging"))) == [("0", "None", "Surging")]
+    assert fleet_metrics.group_transitions(groups(("0", "Surging"), ("1", "Idle")),
+                                           groups(("0", "Draining"), ("1", "Idle"))) == [("0", "Surging", "Draining")]
+    assert fleet_metrics.group_transitions(groups(("0", "Idle")), groups(("0", "Idle"))) == []
+    assert fleet_metrics.group_transitions(groups(("0", "Idle")), {}) == []  # groups gone: no transition to count

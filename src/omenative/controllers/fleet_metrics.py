@@ -40,6 +40,26 @@ canary_rollback_total = CounterMetric(
     ["namespace", "isvc", "component", "cause"],
 )
 
+# OME's rollout group metric (alerting.md "OMEMassRolloutFailure"): each change of a blue-green, rolling-update or
+# sequence group's coordination phase, as the status records it.
+rollout_group_transition_total = CounterMetric(
+    "ome_omenative_rollout_group_transition", "Rollout group phase changes, by group and the phase left and entered",
+    ["namespace", "isvc", "group", "from", "to"],
+)
+
+
+def group_transitions(old: Obj, new: Obj) -> list[tuple[str, str, str]]:
+    """(group, from, to) for each coordination group whose phase the new status changes; a group seen for the first
+    time enters from `None`."""
+    before = {g.get("name"): g.get("phase") for g in (old.get("rolloutCoordination") or {}).get("groups") or []}
+    out = []
+    for group in (new.get("rolloutCoordination") or {}).get("groups") or []:
+        previous = before.get(group.get("name"))
+        if previous != group.get("phase"):
+            out.append((str(group.get("name")), str(previous or "None"), str(group.get("phase"))))
+    return out
+
+
 # Created at 0 (for restarts, the commonest causes), so alerts have their series before the first one.
 for _component in c.COMPONENTS:
     for _cause in ("PodFailed", "PodMissing", "Error", "OOMKilled"):

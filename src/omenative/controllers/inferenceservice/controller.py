@@ -170,6 +170,10 @@ class InferenceServiceController:
                                      rollout=outcome)
                 written = await writes.applier.apply_status(INFERENCE_SERVICES, name, namespace, first)
                 writes.written.wrote(rollout_key(key), (written or {}).get("metadata", {}).get("resourceVersion"))
+                # Counted once the status that records the new phase is written (a crash before repeats the pass).
+                for group, before, after in fleet_metrics.group_transitions(isvc.get("status") or {}, outcome.status):
+                    fleet_metrics.rollout_group_transition_total.labels(
+                        namespace=namespace, isvc=name, group=group, **{"from": before}, to=after).inc()
         if not problems:
             # Components and their children are independent writes: made together, they cost one round trip.
             applies = [self.apply_component(isvc, part, refused) for part in plan.components]
