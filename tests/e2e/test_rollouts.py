@@ -542,6 +542,16 @@ async def test_a_canary_gated_by_prometheus_analysis(
                       .get("engine") or {}).get("canary") or {}).get("metricResults") or []]
             assert judged and all(r["passed"] and r["value"] == "0" for r in judged), judged
             assert settled((await replicas_of(control_plane, namespace, "gated"))["engine"], 4)
+            # OME's canary metrics: one step advanced, one completion, the gauges back at 0, the metric's last value.
+            mine = {"namespace": namespace, "isvc": "gated"}
+            assert await omenative.metric("ome_canary_step_total", **mine, component="engine") == 1
+            assert await omenative.metric("ome_canary_complete_total", **mine) == 1
+            assert await omenative.metric("ome_canary_current_step", **mine, component="engine") == 0
+            assert await omenative.metric("ome_canary_traffic_weight", **mine, component="engine") == 0
+            assert await omenative.metric("ome_canary_analysis_metric_value", **mine, component="engine",
+                                          metric="errors") == 0
+            assert await omenative.metric("ome_canary_analysis_evaluations_total", **mine, component="engine",
+                                          result="pass") >= 1
 
             errors["value"] = 1.0
             await wait_for(lambda: asyncio.to_thread(
@@ -554,6 +564,12 @@ async def test_a_canary_gated_by_prometheus_analysis(
             failed = [((((v.get("status") or {}).get("components") or {}).get("engine") or {}).get("canary") or {})
                       .get("analysisFailedChecks") for v in history.versions]
             assert max(f or 0 for f in failed) == 2, failed  # rolled back at failureLimit, not before
+            assert await omenative.metric("ome_canary_rollback_total", namespace=namespace, isvc="gated",
+                                          component="engine", cause="analysis") == 1
+            assert await omenative.metric("ome_canary_analysis_metric_value", namespace=namespace, isvc="gated",
+                                          component="engine", metric="errors") == 1
+            assert await omenative.metric("ome_canary_analysis_failed_checks", namespace=namespace, isvc="gated",
+                                          component="engine") == 2
             assert engine["canary"]["rolledBackRevisionHash"] == engine["canary"]["canaryRevisionHash"]
         # Prometheus is gone: the next canary's first sample is inconclusive, and onInconclusive rolls it back.
         errors["value"] = 0.0

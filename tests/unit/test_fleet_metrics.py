@@ -82,3 +82,25 @@ def test_a_rollout_groups_phase_changes_are_its_transitions() -> None:
                                            groups(("0", "Draining"), ("1", "Idle"))) == [("0", "Surging", "Draining")]
     assert fleet_metrics.group_transitions(groups(("0", "Idle")), groups(("0", "Idle"))) == []
     assert fleet_metrics.group_transitions(groups(("0", "Idle")), {}) == []  # groups gone: no transition to count
+
+
+def test_the_canary_metrics_follow_the_written_canary_status() -> None:
+    def block(phase: str, step: int, weight: int, revision: str = "new", **extra: Any) -> dict[str, Any]:
+        return {"rolloutPhase": phase, "canary": {"canaryRevisionHash": revision, "currentStep": step,
+                                                  "observedTrafficWeight": weight, **extra}}
+
+    (first,) = fleet_metrics.canary_figures({}, {"engine": block("Canarying", 0, 10)})
+    assert (first.step, first.weight, first.steps_advanced, first.completed) == (0, 10, 0, False)
+    (second,) = fleet_metrics.canary_figures({"engine": block("Canarying", 0, 10)}, {"engine": block(
+        "Canarying", 1, 50, analysisFailedChecks=1, metricResults=[{"name": "error-rate", "value": "0.2"},
+                                                                    {"name": "latency"}])})
+    assert (second.step, second.weight, second.steps_advanced, second.failed_checks) == (1, 50, 1, 1)
+    assert second.values == {"error-rate": 0.2}  # a metric with no value in this sample keeps its last one
+    (done,) = fleet_metrics.canary_figures({"engine": block("Promoting", 1, 50)}, {"engine": block("Stable", 2, 100)})
+    assert (done.step, done.weight, done.completed, done.steps_advanced) == (0, 0, True, 1)
+    (again,) = fleet_metrics.canary_figures({"engine": block("Stable", 2, 100)}, {"engine": block("Stable", 2, 100)})
+    assert not again.completed and again.steps_advanced == 0  # an unchanged status counts nothing
+    (other,) = fleet_metrics.canary_figures({"engine": block("Stable", 2, 100, "old")},
+                                            {"engine": block("Canarying", 0, 10)})
+    assert other.steps_advanced == 0  # a new canary starts at step 0
+    assert fleet_metrics.canary_figures({}, {"decoder": {"rolloutPhase": "Stable"}}) == []

@@ -11,12 +11,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
+import attrs
 from prometheus_client import Counter as CounterMetric
+from prometheus_client import Gauge as GaugeMetric
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from omenative.api import constants as c
 from omenative.api.phases import INSTANCE_PHASES
+from omenative.api.rollout import IN_FLIGHT, STABLE
 from omenative.api.types import InstanceStatus
 from omenative.obj import Obj
 
@@ -40,6 +43,79 @@ canary_rollback_total = CounterMetric(
     ["namespace", "isvc", "component", "cause"],
 )
 
+canary_current_step = GaugeMetric(
+    "ome_canary_current_step", "The canary's current step, from 0; 0 once it completes",
+    ["namespace", "isvc", "component"],
+)
+canary_traffic_weight = GaugeMetric(
+    "ome_canary_traffic_weight", "The last traffic weight the canary recorded; 0 once it completes or rolls back",
+    ["namespace", "isvc", "component"],
+)
+canary_step_total = CounterMetric("ome_canary_step", "Canary step advances", ["namespace", "isvc", "component"])
+canary_complete_total = CounterMetric("ome_canary_complete", "Canaries completed on the new revision",
+                                      ["namespace", "isvc"])
+canary_analysis_metric_value = GaugeMetric(
+    "ome_canary_analysis_metric_value", "The last value of each analysis metric, kept when a sample has none",
+    ["namespace", "isvc", "component", "metric"],
+)
+canary_analysis_failed_checks = GaugeMetric(
+    "ome_canary_analysis_failed_checks", "Failing analysis samples at the step, as of the last sample",
+    ["namespace", "isvc", "component"],
+)
+# omenative takes a canary's samples inside the InferenceService's reconcile, bounded by its workers: there is no
+# sampler queue, so the queue depth and the starved count stay 0 (kept for OME's dashboards and alerts).
+canary_sampler_inflight = GaugeMetric("ome_canary_sampler_inflight", "Canary analysis samples running now")
+canary_sampler_queue_depth = GaugeMetric("ome_canary_sampler_queue_depth",
+                                         "Canary analysis samples waiting for a slot (omenative has no queue: 0)")
+canary_sampler_starved_total = CounterMetric("ome_canary_sampler_starved",
+                                             "Canary analysis samples that had to wait for a slot (none in omenative)")
+
+
+@attrs.frozen
+class CanaryFigures:
+    """What one written status says of a component's canary, for OME's canary metrics."""
+
+    component: str
+    step: int  # ome_canary_current_step
+    weight: int  # ome_canary_traffic_weight
+    failed_checks: int
+    values: dict[str, float]  # metric name -> its last value
+    steps_advanced: int
+    completed: bool
+
+
+def canary_figures(old_components: Obj, new_components: Obj) -> list[CanaryFigures]:
+    """The canary metrics' figures of each component whose status the new one writes with a canary block."""
+    out = []
+    for component, block in new_components.items():
+        state = block.get("canary") if isinstance(block, dict) else None
+        if not isinstance(state, dict):
+            continue
+        found = old_components.get(component)
+        old: Obj = found if isinstance(found, dict) else {}
+        old_state: Obj = old["canary"] if isinstance(old.get("canary"), dict) else {}
+        phase, old_phase = block.get("rolloutPhase"), old.get("rolloutPhase")
+        live = phase in IN_FLIGHT
+        step, old_step = _count(state.get("currentStep")), _count(old_state.get("currentStep"))
+        same = state.get("canaryRevisionHash") == old_state.get("canaryRevisionHash")
+        values = {}
+        for result in state.get("metricResults") or []:
+            try:
+                values[str(result["name"])] = float(result["value"])
+            except (KeyError, TypeError, ValueError):
+                continue  # no value in this sample: the last one stays
+        out.append(CanaryFigures(
+            component=component, step=step if live else 0, weight=_count(state.get("observedTrafficWeight")) if live
+            else 0, failed_checks=_count(state.get("analysisFailedChecks")), values=values,
+            steps_advanced=max(step - old_step, 0) if same else step,
+            completed=phase == STABLE and old_phase in IN_FLIGHT))
+    return out
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 # OME's rollout group metric (alerting.md "OMEMassRolloutFailure"): each change of a blue-green, rolling-update or
 # sequence group's coordination phase, as the status records it.
 rollout_group_transition_total = CounterMetric(
@@ -60,7 +136,8 @@ def group_transitions(old: Obj, new: Obj) -> list[tuple[str, str, str]]:
     return out
 
 
-# Created at 0 (for restarts, the commonest causes), so alerts have their series before the first one.
+# Created at 0 (for restarts, the commonest causes), so alerts have their series before the first one. The sampler
+# series have no labels: prometheus_client reports them at 0 from the start.
 for _component in c.COMPONENTS:
     for _cause in ("PodFailed", "PodMissing", "Error", "OOMKilled"):
         instance_restarts_total.labels(component=_component, cause=_cause)

@@ -3,6 +3,7 @@ InferenceReplica and surrounding objects, remove those of components no longer d
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable
 from functools import partial
 from typing import Any
@@ -102,6 +103,8 @@ class InferenceServiceController:
     def __init__(self, reads: Reads, writes: Writes) -> None:
         self.reads = reads
         self.writes = writes
+        # The canary gauge series each InferenceService has, removed with it (labels name the InferenceService).
+        self._canary_series: dict[str, set[tuple[Any, tuple[str, ...]]]] = {}
 
     # -- observe
     def resolve_model(self, isvc: Obj) -> tuple[ModelInfo | None, tuple[str, str] | None]:
@@ -135,6 +138,7 @@ class InferenceServiceController:
         isvc = reads.get(INFERENCE_SERVICES, namespace, name)
         if isvc is None or isvc["metadata"].get("deletionTimestamp"):
             writes.written.forget(rollout_key(key))
+            self.forget_canary_series(key)
             return None  # everything it created goes with it (owner references)
         if not writes.written.caught_up(rollout_key(key), isvc["metadata"].get("resourceVersion")):
             # The rollout's state (a canary's step, a pinned run) is in the status we last wrote: planning from an
@@ -174,6 +178,8 @@ class InferenceServiceController:
                 for group, before, after in fleet_metrics.group_transitions(isvc.get("status") or {}, outcome.status):
                     fleet_metrics.rollout_group_transition_total.labels(
                         namespace=namespace, isvc=name, group=group, **{"from": before}, to=after).inc()
+                self.count_canaries(isvc, outcome)
+            self.observe_canaries(isvc, outcome)
         if not problems:
             # Components and their children are independent writes: made together, they cost one round trip.
             applies = [self.apply_component(isvc, part, refused) for part in plan.components]
@@ -279,8 +285,47 @@ class InferenceServiceController:
                                                        component=component, cause=cause).inc()
         return outcome
 
+    def canary_blocks(self, isvc: Obj, outcome: rollout.Outcome) -> list[fleet_metrics.CanaryFigures]:
+        old = (isvc.get("status") or {}).get("components") or {}
+        return fleet_metrics.canary_figures(old if isinstance(old, dict) else {}, outcome.components)
+
+    def count_canaries(self, isvc: Obj, outcome: rollout.Outcome) -> None:
+        """OME's canary counters, once the status that records a step or a completion is written."""
+        meta = isvc["metadata"]
+        for figures in self.canary_blocks(isvc, outcome):
+            if figures.steps_advanced:
+                fleet_metrics.canary_step_total.labels(namespace=meta["namespace"], isvc=meta["name"],
+                                                       component=figures.component).inc(figures.steps_advanced)
+            if figures.completed:
+                fleet_metrics.canary_complete_total.labels(namespace=meta["namespace"], isvc=meta["name"]).inc()
+
+    def observe_canaries(self, isvc: Obj, outcome: rollout.Outcome) -> None:
+        """OME's canary gauges, from the canary status of this pass (set every pass: a new leader reports them too)."""
+        meta = isvc["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        series = self._canary_series.setdefault(key, set())
+        for figures in self.canary_blocks(isvc, outcome):
+            labels = (meta["namespace"], meta["name"], figures.component)
+            for gauge, value in ((fleet_metrics.canary_current_step, figures.step),
+                                 (fleet_metrics.canary_traffic_weight, figures.weight),
+                                 (fleet_metrics.canary_analysis_failed_checks, figures.failed_checks)):
+                gauge.labels(*labels).set(value)
+                series.add((gauge, labels))
+            for metric, last in figures.values.items():
+                fleet_metrics.canary_analysis_metric_value.labels(*labels, metric).set(last)
+                series.add((fleet_metrics.canary_analysis_metric_value, (*labels, metric)))
+
+    def forget_canary_series(self, key: str) -> None:
+        for gauge, labels in self._canary_series.pop(key, set()):
+            with contextlib.suppress(KeyError):  # removed already
+                gauge.remove(*labels)
+
     async def sample(self, request: rollout.AnalysisRequest, now: float) -> list[Obj]:
         """One analysis sample: every metric's query, judged."""
+        with fleet_metrics.canary_sampler_inflight.track_inprogress():
+            return await self._sample(request, now)
+
+    async def _sample(self, request: rollout.AnalysisRequest, now: float) -> list[Obj]:
         results = []
         for metric in request.metrics:
             values: list[float] | None = None
