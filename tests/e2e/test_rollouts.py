@@ -97,6 +97,14 @@ async def test_a_rolling_update_group_keeps_engine_and_decoder_within_the_tolera
 
         await wait_for(finished, timeout=240, what="both components on the new image",
                        describe=lambda: describe_namespace(api, namespace))
+
+        async def idle() -> bool:  # the InferenceService writes the group's phase after its replicas' status
+            status = (await get_json(control_plane, "inferenceservice", "ratio", "-n", namespace)).get("status") or {}
+            groups = (status.get("rolloutCoordination") or {}).get("groups") or []
+            return bool(groups) and groups[0]["phase"] == "Idle"
+
+        await wait_for(idle, timeout=30, what="the group's phase back to Idle",
+                       describe=lambda: describe_namespace(api, namespace))
     # The two replicas' versions in the API server's order: at each, the progress both had then.
     merged = sorted([(int(v["metadata"]["resourceVersion"]), "engine", v) for v in engine_history.versions] +
                     [(int(v["metadata"]["resourceVersion"]), "decoder", v) for v in decoder_history.versions],
