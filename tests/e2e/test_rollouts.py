@@ -366,6 +366,11 @@ async def test_a_prefill_decode_group_moves_together_and_always_keeps_a_pair(
                      "rollout": {"pairingProtocol": "kv-v1", "groups": [{"components": ["engine", "decoder"]}]}}}
     try:
         await serve(control_plane, api, isvc, {"engine": 2, "decoder": 2, "router": 1})
+        # With rollout groups, each pod reaches the other components by their Services (OME_<PEER>_ENDPOINT).
+        engine_pod = await get_json(control_plane, "pod", "mistral-pd-engine-0-default-0", "-n", namespace)
+        env = {e["name"]: e.get("value") for e in engine_pod["spec"]["containers"][0]["env"]}
+        assert env["OME_DECODER_ENDPOINT"] == f"mistral-pd-decoder.{namespace}.svc.cluster.local", env
+        assert env["OME_ROUTER_ENDPOINT"] == f"mistral-pd-router.{namespace}.svc.cluster.local", env
         discovery = client.DiscoveryV1Api(api)
         core = client.CoreV1Api(api)
         tokens: dict[str, str] = {}  # pod name -> its pairing token (a pod's labels never change)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import attrs
 import pytest
 
 from omenative.api import constants as c
 from omenative.api.config import ControllerConfig
+from omenative.api.rollout import peers_of
 from omenative.api.types import BaseModelSpec
 from omenative.controllers.inferenceservice import desired
 from omenative.render.pods import InstanceRef, referenced_vars, render_instance
@@ -192,3 +194,28 @@ def test_the_pod_monitor_scrapes_the_port_ome_would(ports: list[Obj], scraped: s
 
     runner = {"name": "default", "template": {"spec": {"containers": [{"name": "ome-container", "ports": ports}]}}}
     assert metrics_port_name([runner]) == scraped
+
+
+@pytest.mark.parametrize(("spec", "component", "peers"), [
+    ({"engine": {}, "decoder": {}, "router": {}, "rollout": {"groups": [{"components": ["engine", "decoder"]}]}},
+     "engine", ("decoder", "router")),
+    ({"engine": {}, "decoder": {}, "router": {}, "rollout": {"groups": [{"components": ["engine", "decoder"]}]}},
+     "router", ("engine", "decoder")),
+    ({"engine": {}, "decoder": {}}, "engine", ()),  # no rollout groups: no peer variables, as OME
+    ({"engine": {}, "decoder": {}, "rollout": {"groups": []}}, "engine", ()),
+    (None, "engine", ()),
+])
+def test_the_peers_of_a_component_in_a_rollout_group(spec: Any, component: str, peers: tuple[str, ...]) -> None:
+    assert peers_of(spec, component) == peers
+
+
+def test_a_pod_of_a_rollout_group_gets_each_peers_endpoint() -> None:
+    runner = {"name": "default", "size": 1, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}
+    ref = InstanceRef(isvc="llama-pd", namespace="llama-demo", component="engine", index=0, incarnation=1,
+                      revision="r", replicas=1, peers=("decoder", "router"))
+    (pod,) = render_instance(ref, [runner])
+    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    assert env["OME_DECODER_ENDPOINT"] == "llama-pd-decoder.llama-demo.svc.cluster.local"
+    assert env["OME_ROUTER_ENDPOINT"] == "llama-pd-router.llama-demo.svc.cluster.local"
+    (alone,) = render_instance(attrs.evolve(ref, peers=()), [runner])
+    assert not [e for e in alone["spec"]["containers"][0]["env"] if e["name"].endswith("_ENDPOINT")]

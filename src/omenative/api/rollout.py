@@ -73,3 +73,15 @@ def pinned_revisions(status: Any) -> set[str]:
         elif isinstance(node, list):
             stack.extend(node)
     return found
+
+
+def peers_of(isvc_spec: Any, component: str) -> tuple[str, ...]:
+    """The components whose Service endpoint a pod of `component` gets as `OME_<PEER>_ENDPOINT` (OME's deployment
+    modes page): with `spec.rollout.groups` only, every other component the InferenceService declares."""
+    if not isinstance(isvc_spec, dict):
+        return ()
+    rollout = isvc_spec.get("rollout")
+    groups = rollout.get("groups") if isinstance(rollout, dict) else None
+    if not isinstance(groups, list) or not groups:
+        return ()
+    return tuple(name for name in c.COMPONENTS if name != component and isvc_spec.get(name) is not None)

@@ -43,6 +43,9 @@ class InstanceRef:
     # A single pod's name slot, 0 or 1 (the row's activeOrdinal, or the other one while a SurgeThenDrain update
     # brings the new pod up beside the old): `{isvc}-{component}-{index}-default-{ordinal}`.
     ordinal: int = 0
+    # The other components a pod reaches by their Service (OME_<PEER>_ENDPOINT), when the InferenceService has
+    # rollout groups; set when the pod is created, not part of the revision (no rollout when a component is added).
+    peers: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -90,6 +93,8 @@ def instance_env(ref: InstanceRef, slot: PodSlot, runners: list[JSONDict]) -> li
             ("OME_INSTANCE_POD_RANK", str(slot.rank)),
             ("OME_INSTANCE_POD_COUNT", str(pod_count)),
         ]
+    env += [(f"OME_{peer.upper()}_ENDPOINT", f"{naming.replica_name(ref.isvc, peer)}.{ref.namespace}.svc.cluster.local")
+            for peer in ref.peers]
     return [{"name": k, "value": v} for k, v in env]
 
 

@@ -12,9 +12,10 @@ from functools import partial
 import structlog
 
 from omenative.api import constants as c
-from omenative.api import migration_request, naming, slots
+from omenative.api import migration_request, naming, slots, standalone
 from omenative.api.defaults import gang_schedule_timeout, ready_timeout
 from omenative.api.phases import CREATING_PHASES, FAILED
+from omenative.api.rollout import peers_of
 from omenative.api.times import format_time, parse_time
 from omenative.api.types import MigrationStatus
 from omenative.controllers.context import Reads, Writes, revision_runners
@@ -92,7 +93,9 @@ class InstanceController:
                           incarnation=row.incarnation or 1, revision=row.target_revision or "",
                           replicas=int(spec.get("replicas") or 1), podgroup=podgroup_name, owner=owner,
                           avoid_nodes=avoid, prefer_nodes=prefer,
-                          spread=spread_of(spec, multi), ordinal=slots.target_ordinal(row))
+                          spread=spread_of(spec, multi), ordinal=slots.target_ordinal(row),
+                          peers=peers_of((reads.get(INFERENCE_SERVICES, namespace, isvc) or {}).get("spec"),
+                                         component) if standalone.projected(ir) else ())
         if gang and not reads.podgroups_cached():
             return Result(requeue_after=1.0)  # the PodGroup cache is starting: pods wait for their PodGroup
         intent = None
