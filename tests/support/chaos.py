@@ -305,39 +305,30 @@ class Chaos:
                 result.violations.append("setup did not settle")
                 return result
         before = {r.index: r.incarnation for r in decode_rows(((await self.replica(name)) or {}).get("status"))}
-        pods = PodWatch(self.api, self.namespace, name)
-        killed: ControllerProcess | None = None
-        await pods.start()
-        async with recorded(self.api, "inferencereplicas", self.namespace, f"{name}-engine") as rows:
-            try:
-                expected: tuple[int, str, dict[int, int] | None] = (start_replicas, IMAGE, None)
-                if scenario == "create":
-                    await self.kubectl_apply(inference_service(name, self.namespace, 2))
-                elif scenario == "restart":
-                    await faults.oom_kill(self.core, self.namespace, f"{name}-engine-0-worker-0")
-                    expected = (2, IMAGE, {0: (before.get(0) or 1) + 1, 1: before.get(1) or 1})
-                elif scenario == "update":
-                    await self.kubectl_apply(inference_service(name, self.namespace, 2, NEW_IMAGE))
-                    expected = (2, NEW_IMAGE, None)
-                elif scenario == "scale-down":
-                    await self.kubectl_apply(inference_service(name, self.namespace, 1))
-                    expected = (1, IMAGE, None)
-                else:
-                    await self.control_plane.kubectl("delete", "inferenceservice", name, "-n", self.namespace,
-                                                     "--wait=false")
-                async def done() -> bool:
-                    return await self.gone(name) if scenario == "teardown" else await self.settled(name, *expected)
+        expected: tuple[int, str, dict[int, int] | None] = (start_replicas, IMAGE, None)
 
-                if window is None:
-                    result.converged_after = await self.wait(done, timeout)
-                    return result
-                killed = await self.kill_and_restart(result, kill_after, done, timeout)
-                await asyncio.sleep(0.5)  # let the watch deliver the last versions
-            finally:
-                await pods.stop()
-        result.violations += pods.violations
-        if result.converged_after is None:
-            result.violations.append(f"did not converge within {timeout:.0f}s")
+        async def operation() -> None:
+            nonlocal expected
+            if scenario == "create":
+                await self.kubectl_apply(inference_service(name, self.namespace, 2))
+            elif scenario == "restart":
+                await faults.oom_kill(self.core, self.namespace, f"{name}-engine-0-worker-0")
+                expected = (2, IMAGE, {0: (before.get(0) or 1) + 1, 1: before.get(1) or 1})
+            elif scenario == "update":
+                await self.kubectl_apply(inference_service(name, self.namespace, 2, NEW_IMAGE))
+                expected = (2, NEW_IMAGE, None)
+            elif scenario == "scale-down":
+                await self.kubectl_apply(inference_service(name, self.namespace, 1))
+                expected = (1, IMAGE, None)
+            else:
+                await self.control_plane.kubectl("delete", "inferenceservice", name, "-n", self.namespace,
+                                                 "--wait=false")
+
+        async def done() -> bool:
+            return await self.gone(name) if scenario == "teardown" else await self.settled(name, *expected)
+
+        pods, rows, killed = await self.operated(result, name, operation, done, timeout, window, kill_after)
+        if window is None or result.converged_after is None:
             return result
         if scenario != "teardown":
             result.violations += await self.end_state(name, expected[0])

@@ -282,10 +282,11 @@ def named_runtime(reads: Reads, namespace: str, ref: Obj) -> tuple[Obj | None, b
     return obj, namespaced, None
 
 
-def named_model(reads: Reads, namespace: str, ref: Obj, field: str = "spec.model"
+def named_model(reads: Reads, namespace: str, ref: Obj, field: str = "spec.model", *, ready: bool = False
                 ) -> tuple[ModelInfo | None, tuple[str, str] | None]:
     """The model a reference names (`kind` BaseModel: the namespace's only; else the ClusterBaseModel), or OME's
-    ModelNotFound or ModelDisabled. `field`: where the reference is written, for the hint about `kind`."""
+    ModelNotFound or ModelDisabled. `field`: where the reference is written, for the hint about `kind`; `ready`: a
+    model not Ready yet is ModelNotFound too (a standalone replica's rule: its nodes are not known to hold it)."""
     name = str(ref.get("name") or "")
     kind = ref.get("kind")
     found = reads.model_named(namespace, name, kind) if name else None
@@ -300,6 +301,9 @@ def named_model(reads: Reads, namespace: str, ref: Obj, field: str = "spec.model
     spec = BaseModelSpec.from_dict(obj.get("spec") or {})
     if spec.disabled:
         return None, ("ModelDisabled", f'model "{name}" is disabled')
+    state = (obj.get("status") or {}).get("state")
+    if ready and state != "Ready":
+        return None, ("ModelNotFound", f'model "{name}" is not ready yet (state: {state or "none"})')
     return ModelInfo(name=name, namespaced=namespaced, namespace=namespace, spec=spec), None
 
 

@@ -19,6 +19,12 @@ def owner_reference(obj: JSONDict, *, kind: str | None = None, controller: bool 
             "uid": meta["uid"], "controller": controller, "blockOwnerDeletion": True}
 
 
+def controlled_by(obj: JSONDict, uid: str) -> bool:
+    """Whether the object's controller owner reference names `uid`."""
+    return any(ref.get("uid") == uid and ref.get("controller")
+               for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
+
+
 def component_labels(isvc: str, component: str) -> dict[str, str]:
     return {c.LABEL_ISVC: isvc, c.LABEL_COMPONENT: component}
 

@@ -131,7 +131,7 @@ class InferenceReplicaController:
                 revision = last[len(prefix):] if last.startswith(prefix) else ""
                 runners = revision_runners(reads, ir, isvc, component, revision) or [] if revision else []
             if problem is not None:
-                self.announce_render_problem(ir, *problem)
+                self.announce_once(ir, *problem)
             if not runners and problem is not None and not deleting:
                 await writes.applier.apply_status(INFERENCE_REPLICAS, name, namespace, {
                     "observedGeneration": meta.get("generation"),
@@ -240,14 +240,9 @@ class InferenceReplicaController:
         runtime_ref: Obj = spec["runtimeRef"] if isinstance(spec.get("runtimeRef"), dict) else {}
         model = None
         if model_ref:
-            model, problem = named_model(self.reads, namespace, model_ref, field="spec.modelRef")
+            model, problem = named_model(self.reads, namespace, model_ref, field="spec.modelRef", ready=True)
             if model is None:
                 return [], problem
-            # OME's ModelNotFound covers a model not ready yet: its nodes are not known to hold the weights.
-            found = self.reads.model_named(namespace, model.name, model_ref.get("kind"))
-            state = ((found[0] if found else {}).get("status") or {}).get("state")
-            if state != "Ready":
-                return [], ("ModelNotFound", f'model "{model.name}" is not ready yet (state: {state or "none"})')
         if runtime_ref:
             runtime, _, problem = named_runtime(self.reads, namespace, runtime_ref)
             if runtime is None:
@@ -276,15 +271,13 @@ class InferenceReplicaController:
         reason = incompatibility(model.spec, self.reads.runtime_specs.of(runtime))
         if reason is None:
             return
-        message = (f"Runtime {runtime_name} does not declare support for model {model.name} ({reason}); proceeding "
-                   "because the runtime was named explicitly")
-        meta = ir["metadata"]
-        if self.writes.refusals.announce_child(f"{meta['namespace']}/{meta['name']}", "RuntimeCompatibilityAdvisory",
-                                               f"{meta.get('generation')} {message}"):
-            self.writes.events.event(ir, "Warning", "RuntimeCompatibilityAdvisory", message)
+        self.announce_once(ir, "RuntimeCompatibilityAdvisory", (
+            f"Runtime {runtime_name} does not declare support for model {model.name} ({reason}); proceeding because "
+            "the runtime was named explicitly"))
 
-    def announce_render_problem(self, ir: Obj, reason: str, message: str) -> None:
-        """Once per generation of the replica and cause, as a Warning event carrying the Ready condition's reason."""
+    def announce_once(self, ir: Obj, reason: str, message: str) -> None:
+        """Once per generation of the replica and cause, as a Warning event with the reason (the Ready condition's, or
+        the advisory's)."""
         meta = ir["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         if self.writes.refusals.announce_child(key, reason, f"{meta.get('generation')} {message}"):

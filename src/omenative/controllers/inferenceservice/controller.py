@@ -56,6 +56,7 @@ from omenative.ome_resources import (
     PODMONITORS,
     SCALED_OBJECTS,
 )
+from omenative.render import objects
 from omenative.render.templates import ModelInfo
 
 log = structlog.get_logger(__name__)
@@ -165,7 +166,8 @@ class InferenceServiceController:
         outcome = await self.plan_rollout(isvc, plan) if not problems else None
         if outcome is not None:
             plan = desired.with_rollout(plan, outcome)
-            if rollout_changed(isvc.get("status") or {}, outcome):
+            changed = rollout_changed(isvc.get("status") or {}, outcome)
+            if changed:
                 # What the rollout decided is stored before anything acts on it, so a crash in between repeats
                 # the same decision instead of a second step.
                 replicas = {part.name: reads.get(INFERENCE_REPLICAS, namespace, part.replica["metadata"]["name"])
@@ -178,8 +180,7 @@ class InferenceServiceController:
                 for group, before, after in fleet_metrics.group_transitions(isvc.get("status") or {}, outcome.status):
                     fleet_metrics.rollout_group_transition_total.labels(
                         namespace=namespace, isvc=name, group=group, **{"from": before}, to=after).inc()
-                self.count_canaries(isvc, outcome)
-            self.observe_canaries(isvc, outcome)
+            self.canary_metrics(isvc, outcome, written=changed)
         if not problems:
             # Components and their children are independent writes: made together, they cost one round trip.
             applies = [self.apply_component(isvc, part, refused) for part in plan.components]
@@ -285,27 +286,18 @@ class InferenceServiceController:
                                                        component=component, cause=cause).inc()
         return outcome
 
-    def canary_blocks(self, isvc: Obj, outcome: rollout.Outcome) -> list[fleet_metrics.CanaryFigures]:
+    def canary_metrics(self, isvc: Obj, outcome: rollout.Outcome, *, written: bool) -> None:
+        """OME's canary metrics from the canary status of this pass: the gauges on every pass (a new leader reports
+        them too), the counters only when this pass wrote the status that records a step or a completion."""
+        meta = isvc["metadata"]
         old = (isvc.get("status") or {}).get("components") or {}
-        return fleet_metrics.canary_figures(old if isinstance(old, dict) else {}, outcome.components)
-
-    def count_canaries(self, isvc: Obj, outcome: rollout.Outcome) -> None:
-        """OME's canary counters, once the status that records a step or a completion is written."""
-        meta = isvc["metadata"]
-        for figures in self.canary_blocks(isvc, outcome):
-            if figures.steps_advanced:
-                fleet_metrics.canary_step_total.labels(namespace=meta["namespace"], isvc=meta["name"],
-                                                       component=figures.component).inc(figures.steps_advanced)
-            if figures.completed:
-                fleet_metrics.canary_complete_total.labels(namespace=meta["namespace"], isvc=meta["name"]).inc()
-
-    def observe_canaries(self, isvc: Obj, outcome: rollout.Outcome) -> None:
-        """OME's canary gauges, from the canary status of this pass (set every pass: a new leader reports them too)."""
-        meta = isvc["metadata"]
-        key = f"{meta['namespace']}/{meta['name']}"
-        series = self._canary_series.setdefault(key, set())
-        for figures in self.canary_blocks(isvc, outcome):
+        series = self._canary_series.setdefault(f"{meta['namespace']}/{meta['name']}", set())
+        for figures in fleet_metrics.canary_figures(old if isinstance(old, dict) else {}, outcome.components):
             labels = (meta["namespace"], meta["name"], figures.component)
+            if written and figures.steps_advanced:
+                fleet_metrics.canary_step_total.labels(*labels).inc(figures.steps_advanced)
+            if written and figures.completed:
+                fleet_metrics.canary_complete_total.labels(*labels[:2]).inc()
             for gauge, value in ((fleet_metrics.canary_current_step, figures.step),
                                  (fleet_metrics.canary_traffic_weight, figures.weight),
                                  (fleet_metrics.canary_analysis_failed_checks, figures.failed_checks)):
@@ -349,7 +341,8 @@ class InferenceServiceController:
         target = current_revision({"spec": part.replica["spec"], "status": status})
         prefix = naming.revision_name(meta["name"], part.name, "")
         current = str(status.get("currentRevision") or "")
-        rows = [r for r in reads.rows.of(ir).values() if r.phase != DELETING] if ir is not None else []
+        every = list(reads.rows.of(ir).values()) if ir is not None else []
+        rows = [r for r in every if r.phase != DELETING]
         stable = current[len(prefix):] if current.startswith(prefix) and rows else None
         revisions = tuple(((r.target_revision or r.running_revision or ""),
                            r.phase == READY and r.running_revision == (r.target_revision or r.running_revision),
@@ -357,7 +350,7 @@ class InferenceServiceController:
         update = (part.component.get("lifecycle") or {}).get("updateStrategy") or {}
         strategy = update.get("type")
         partition = (update.get("rollingUpdate") or {}).get("partition") if isinstance(update, dict) else None
-        draining = sum(1 for r in reads.rows.of(ir).values() if r.phase == DELETING) if ir is not None else 0
+        draining = len(every) - len(rows)
         surge_draining = sum(1 for r in rows if r.operation is not None and r.operation.step == slots.SURGE_DRAIN)
         return rollout.Member(
             name=part.name, desired=desired_instances(ir) if ir is not None else part.min_replicas, target=target,
@@ -475,9 +468,7 @@ class InferenceServiceController:
                 return False
         if found is None:
             return True
-        uid = isvc["metadata"]["uid"]
-        owners = (found.get("metadata") or {}).get("ownerReferences") or []
-        if any(ref.get("uid") == uid and ref.get("controller") for ref in owners):
+        if objects.controlled_by(found, isvc["metadata"]["uid"]):
             return True
         refused.append((child["kind"], meta["name"], (
             f"{child['kind']} {meta['namespace']}/{meta['name']} is not controlled by expected owner InferenceService "
@@ -502,8 +493,7 @@ class InferenceServiceController:
                 continue  # no CRD, no cache: nothing of the kind to clean up
             for obj in reads.by_index(resource, BY_ISVC, key):
                 meta = obj["metadata"]
-                owners = meta.get("ownerReferences") or []
-                if not any(ref.get("uid") == uid and ref.get("controller") for ref in owners):
+                if not objects.controlled_by(obj, uid):
                     continue
                 component = (meta.get("labels") or {}).get(c.LABEL_COMPONENT)
                 if (resource.kind, meta["name"]) in wanted:

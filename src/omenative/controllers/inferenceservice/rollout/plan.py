@@ -16,7 +16,7 @@ from omenative.controllers.inferenceservice.rollout import groups as kinds
 from omenative.controllers.inferenceservice.rollout import runs
 from omenative.controllers.inferenceservice.rollout.canary import plan_canary
 from omenative.controllers.inferenceservice.rollout.model import PAUSED_ANNOTATION, Directive, Inputs, Outcome
-from omenative.controllers.inferenceservice.rollout.planner import RolloutPlanner
+from omenative.controllers.inferenceservice.rollout.planner import RolloutPlanner, transition_time
 from omenative.obj import Obj
 
 Condition = tuple[str, bool, str, str]  # (type, status, reason, message)
@@ -118,9 +118,7 @@ def mark_rollbacks(planner: RolloutPlanner, held_back: dict[str, Obj]) -> None:
         phase = "RollingBack" if back else "Failed"
         if group["phase"] != phase:
             group["phase"], group["compositePhase"] = phase, f"{held[0]}.{phase}" if len(held) == 1 else phase
-            previous = planner.previous_group(group["name"])
-            group["lastTransitionTime"] = previous["lastTransitionTime"] if previous.get("phase") == phase and \
-                previous.get("lastTransitionTime") else format_time(planner.now)
+            group["lastTransitionTime"] = transition_time(planner.previous_group(group["name"]), phase, planner.now)
         group["message"] = "; ".join(f"{n}: revision {held_back[n]['revision']} rolled back to "
                                      f"{held_back[n]['stableRevision']}: its rollout made no progress within the "
                                      "progress deadline" for n in held)

@@ -148,6 +148,11 @@ def entry(*, name: str, components: list[str], policy: str, phase: str, composit
         out["currentComponent"] = current
     if previous:
         out["previousComponent"] = previous
-    same = previous_status.get("phase") == phase and previous_status.get("lastTransitionTime")
-    out["lastTransitionTime"] = previous_status["lastTransitionTime"] if same else format_time(now)
+    out["lastTransitionTime"] = transition_time(previous_status, phase, now)
     return out
+
+
+def transition_time(previous_status: Obj, phase: str, now: float) -> str:
+    """A group's lastTransitionTime: kept while its phase stays, now when it moves."""
+    same = previous_status.get("phase") == phase and previous_status.get("lastTransitionTime")
+    return str(previous_status["lastTransitionTime"]) if same else format_time(now)
