@@ -99,6 +99,16 @@ async def test_a_partition_stages_an_update_and_idle_revisions_are_pruned_past_t
     assert out.returncode == 0, out.output
     await wait_for(lambda: _equal(revisions(d), {seen[2], seen[3]}), timeout=30,
                    what="the first revision pruned once idle", describe=d.describe)
+    # A pruned revision's Services go with it (their owner is its ControllerRevision).
+    await wait_for(lambda: _equal(revision_services(d), {f"{d.name}-engine-rev-{r.rsplit('-', 1)[1]}{suffix}"
+                                                         for r in (seen[2], seen[3]) for suffix in ("", "-headless")}),
+                   timeout=30, what="only the kept revisions' Services", describe=d.describe)
+
+
+async def revision_services(d: Deployment) -> set[str]:
+    out = await d.kubectl("get", "services", "-n", d.namespace, "-l", f"ome.io/inferenceservice={d.name},"
+                          "ome.io/revision-hash", "-o", "jsonpath={.items[*].metadata.name}")
+    return set(out.stdout.split())
 
 
 async def _equal(got: Awaitable[set[str]], want: set[str]) -> bool:

@@ -224,6 +224,42 @@ async def test_a_canary_stops_at_its_gate_is_promoted_and_the_next_is_rolled_bac
     replica = (await replicas_of(control_plane, namespace, "chat"))["engine"]["status"]
     assert (replica["updatedReplicas"], replica["readyReplicas"], replica["replicas"]) == (1, 4, 4), replica
     canary = engine["canary"]["canaryRevisionHash"]
+    stable = engine["canary"]["stableRevisionHash"]
+
+    # Each revision has its pair of Services (OME's deployment-modes page), which route to its own pods only: what
+    # a canary analysis queries as {{.CanaryService}} and {{.StableService}}.
+    async def routed(service: str) -> set[str] | None:
+        slices = await get_json(control_plane, "endpointslices", "-n", namespace, "-l",
+                                f"kubernetes.io/service-name={service}")
+        if not slices["items"]:
+            return None
+        return {e["targetRef"]["name"] for s in slices["items"] for e in s.get("endpoints") or []
+                if (e.get("conditions") or {}).get("ready")}
+
+    pods = await get_json(control_plane, "pods", "-n", namespace, "-l", "ome.io/inferenceservice=chat")
+    by_revision: dict[str, set[str]] = {}
+    for pod in pods["items"]:
+        by_revision.setdefault(pod["metadata"]["labels"]["ome.io/revision-hash"], set()).add(pod["metadata"]["name"])
+    assert sorted(len(v) for v in by_revision.values()) == [1, 3], by_revision
+    for revision in (canary, stable):
+        for service in (f"chat-engine-rev-{revision}", f"chat-engine-rev-{revision}-headless"):
+            got = await wait_for(lambda s=service: routed(s), timeout=30, what=f"{service}'s endpoints",  # type: ignore[misc]
+                                 describe=describe)
+            assert got == by_revision[revision], (service, got, by_revision)
+        revision_service = await get_json(control_plane, "service", f"chat-engine-rev-{revision}", "-n", namespace)
+        assert revision_service["metadata"]["ownerReferences"][0]["kind"] == "ControllerRevision"
+        assert revision_service["spec"]["selector"]["ome.io/revision-hash"] == revision
+    # The InferenceService records the canary's weights by revision Service, and aliases the engine's canary; the
+    # replica reports each revision's share of serving Instances.
+    isvc_status = (await get_json(control_plane, "inferenceservice", "chat", "-n", namespace))["status"]
+    assert [(t["revisionName"], t["percent"], t["tag"]) for t in isvc_status["components"]["engine"]["traffic"]] \
+        == [(f"chat-engine-rev-{canary}", 10, "canary"), (f"chat-engine-rev-{stable}", 90, "stable")], isvc_status
+    assert isvc_status["canary"] == isvc_status["components"]["engine"]["canary"]
+    assert isvc_status["components"]["engine"]["latestReadyRevision"] == f"chat-engine-rev-{canary}"
+    assert isvc_status["components"]["engine"]["latestRolledoutRevision"] == f"chat-engine-rev-{stable}"
+    replica_traffic = (await replicas_of(control_plane, namespace, "chat"))["engine"]["status"]["traffic"]
+    assert [(t["revisionName"], t["percent"]) for t in replica_traffic] == [
+        (f"chat-engine-rev-{canary}", 25), (f"chat-engine-rev-{stable}", 75)], replica_traffic
 
     shown = await kubectl("ome", "rollout", "status", "chat", "-n", namespace)
     rows = {line.split()[0]: line.split()[1:] for line in shown.stdout.splitlines()}
@@ -231,6 +267,21 @@ async def test_a_canary_stops_at_its_gate_is_promoted_and_the_next_is_rolled_bac
     assert rows["STEP"] == ["-", "1/2", "-", "-"] and rows["GATE"] == ["-", "Manual", "-", "-"], shown.stdout
     assert rows["PHASE"] == ["-", "Paused", "-", "-"] and rows["REPORTED"] == ["Paused", "-", "-", "-"], shown.stdout
     assert rows["TRAFFIC"] == ["-", "10%", "->", "10%", "-", "-"] and rows["CAPACITY"][1] == "25%", shown.stdout
+
+    # kubectl ome status mid-canary: the rollout, autoscaling, traffic and runtime sections; traffic status: the
+    # step and the weights by revision.
+    lines = (await kubectl("ome", "status", "chat", "-n", namespace)).stdout.splitlines()
+    at_value = lines[0].index("VALUE")  # FIELD names have spaces: the columns are cut where the header's are
+    report = {line[:at_value].strip(): line[at_value:].strip() for line in lines[1:]}
+    assert report["Rollout"] == "Unknown reported=Paused", report
+    assert report["Autoscaling"].endswith("parent status") and report["Scale engine"].startswith("Reported"), report
+    assert report["Traffic"] == "Unavailable / Unavailable parent status", report
+    assert report["Traffic engine"] == f"stable:{stable}=90% canary:{canary}=10%", report
+    assert report["Runtime active"] == "NotConfigured / Unavailable", report  # an inline service names no runtime
+    routed_table = (await kubectl("ome", "traffic", "status", "chat", "-n", namespace)).stdout.splitlines()
+    assert [line.split()[:3] for line in routed_table if line.startswith(("CANARY", "WEIGHT"))] == [
+        ["CANARY", "engine", "1/2"], ["WEIGHT", "engine", f"stable:{stable}=90%"],
+        ["WEIGHT", "engine", f"canary:{canary}=10%"]], routed_table
 
     promoted = await kubectl("ome", "rollout", "promote", "chat", "-n", namespace, "--yes")
     result = dict(line.split(None, 1) for line in promoted.stdout.splitlines()[1:])
@@ -241,6 +292,10 @@ async def test_a_canary_stops_at_its_gate_is_promoted_and_the_next_is_rolled_bac
     engine = await wait_for(lambda: at("Stable"), timeout=120, what="the canary completed", describe=describe)
     replicas = await replicas_of(control_plane, namespace, "chat")
     assert settled(replicas["engine"], 4)
+    component = (await get_json(control_plane, "inferenceservice", "chat", "-n", namespace))["status"]["components"][
+        "engine"]
+    assert (component["latestRolledoutRevision"], component["previousRolledoutRevision"]) == (
+        f"chat-engine-rev-{canary}", f"chat-engine-rev-{stable}"), component
     annotations = (await get_json(control_plane, "inferenceservice", "chat", "-n", namespace))["metadata"].get(
         "annotations") or {}
     assert "ome.io/rollout-promote" not in annotations  # consumed once the advance was recorded
@@ -371,6 +426,12 @@ async def test_a_prefill_decode_group_moves_together_and_always_keeps_a_pair(
         env = {e["name"]: e.get("value") for e in engine_pod["spec"]["containers"][0]["env"]}
         assert env["OME_DECODER_ENDPOINT"] == f"mistral-pd-decoder.{namespace}.svc.cluster.local", env
         assert env["OME_ROUTER_ENDPOINT"] == f"mistral-pd-router.{namespace}.svc.cluster.local", env
+        # ...and the revision of each it pairs with by its revision Service (OME_<PEER>_REVISION_ENDPOINT).
+        decoder = (await replicas_of(control_plane, namespace, "mistral-pd"))["decoder"]["status"]
+        decoder_revision = decoder["updateRevision"].rsplit("-", 1)[1]
+        assert env["OME_DECODER_REVISION_ENDPOINT"] == \
+            f"mistral-pd-decoder-rev-{decoder_revision}.{namespace}.svc.cluster.local", env
+        await get_json(control_plane, "service", f"mistral-pd-decoder-rev-{decoder_revision}", "-n", namespace)
         discovery = client.DiscoveryV1Api(api)
         core = client.CoreV1Api(api)
         tokens: dict[str, str] = {}  # pod name -> its pairing token (a pod's labels never change)

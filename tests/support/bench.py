@@ -6,10 +6,11 @@ Phases (N copies of the multi-node guide's two-Instance InferenceService, four p
 - floor:    a bare client writes every object omenative leaves in the API for N services, with the same owner
             references: per service (once its InferenceService is created, as in converge) the InferenceReplica
             with its initial count, its ControllerRevision, HorizontalPodAutoscaler and PodDisruptionBudget, 3
-            Services, a PodGroup per Instance and the pods, 64 creates at a time; the `ome.io/serving` condition as
-            each pod runs (64 at a time beside the creates); and once every pod of a service is Ready, the final
-            status of its InferenceReplica and InferenceService. Time to all pods Ready and to every
-            InferenceService Ready. The targets are ratios to this floor.
+            Services, the revision's 2 Services (owned by its ControllerRevision), a PodGroup per Instance and the
+            pods, 64 creates at a time; the `ome.io/serving` condition as each pod runs (64 at a time beside the
+            creates); and once every pod of a service is Ready, the final status of its InferenceReplica and
+            InferenceService. Time to all pods Ready and to every InferenceService Ready. The targets are ratios to
+            this floor.
 - floor-pods: the floor issue 11 first measured: only the Services, PodGroups, pods and serving conditions, no
             owner references (no autoscaler or disruption budget acts on them): for comparison with earlier runs.
 - converge: omenative runs; N InferenceServices are created at once: time to all pods Ready and to every
@@ -166,6 +167,7 @@ class FloorService:
     # Owned by the InferenceService (HPAs, PDBs) and by an InferenceReplica (ControllerRevisions), as omenative's are
     owned: list[tuple[Resource, Obj]]
     services: list[Obj]
+    revision_services: dict[str, list[Obj]]  # per component: its revision's pair, owned by the ControllerRevision
     podgroups: list[Obj]
     pods: list[Obj]
     replica_status: dict[str, Obj]  # InferenceReplica name -> its status once every pod is Ready
@@ -192,6 +194,7 @@ def floor_objects(runtime: Obj, isvc: Obj, model: Obj) -> FloorService:
     podgroups: list[Obj] = []
     pods: list[Obj] = []
     replica_status: dict[str, Obj] = {}
+    revision_services: dict[str, list[Obj]] = {}
     name = isvc["metadata"]["name"]
     for component in plan.components:
         revision = objects.revision_hash(component.runners)
@@ -201,6 +204,10 @@ def floor_objects(runtime: Obj, isvc: Obj, model: Obj) -> FloorService:
         owned.append((CONTROLLER_REVISIONS, objects.controller_revision(
             isvc=name, namespace=NAMESPACE, component=component.name, owner={}, revision=revision, number=1,
             runners=component.runners)))
+        revision_services[component.name] = objects.revision_services(
+            isvc=name, namespace=NAMESPACE, component=component.name, revision=revision, owner={},
+            ports=component.ports, multi_pod=component.multi_pod,
+            app_protocols=component.component.get("servicePortAppProtocols"))
         owned += [(HPAS, component.hpa)] if component.hpa else []
         owned.append((PDBS, component.pdb))
         per_instance = len(render_instance(_ref(name, component, 0, revision, None), component.runners))
@@ -221,11 +228,15 @@ def floor_objects(runtime: Obj, isvc: Obj, model: Obj) -> FloorService:
             "updatedReplicas": component.min_replicas, "updatedReadyReplicas": component.min_replicas,
             "currentRevision": revision_name, "updateRevision": revision_name,
             "labelSelector": objects.label_selector_string(objects.pod_selector(name, component.name)),
-            "conditions": [_condition("Ready", "AllInstancesReady")], **encode_rows(rows)}
+            "conditions": [_condition("Ready", "AllInstancesReady")], **encode_rows(rows),
+            "traffic": [{"revisionName": naming.revision_service_name(name, component.name, revision),
+                         "percent": 100, "tag": "latest", "latestRevision": True}]}
     # Owner references name UIDs the API server gives: the floor sets them as it writes (`owned_by`).
-    for obj in (*replicas, *(o for _, o in owned), *services, *podgroups, *pods):
+    for obj in (*replicas, *(o for _, o in owned), *services, *(s for pair in revision_services.values() for s in pair),
+                *podgroups, *pods):
         obj["metadata"].pop("ownerReferences", None)
-    return FloorService(isvc=created, replicas=replicas, owned=owned, services=services, podgroups=podgroups,
+    return FloorService(isvc=created, replicas=replicas, owned=owned, services=services,
+                        revision_services=revision_services, podgroups=podgroups,
                         pods=pods,
                         replica_status=replica_status,
                         isvc_status={"observedGeneration": 1, "conditions": [_condition("Ready", "ComponentsReady")]})
@@ -233,7 +244,8 @@ def floor_objects(runtime: Obj, isvc: Obj, model: Obj) -> FloorService:
 
 def owned_by(owner: Obj, resource: Resource) -> Callable[[Obj], Obj]:
     """Gives an object (a copy) the owner reference omenative gives it."""
-    reference = objects.owner_reference({"apiVersion": resource.api_version, "kind": resource.kind, **owner})
+    reference = objects.owner_reference({"apiVersion": resource.api_version, "kind": resource.kind, **owner},
+                                        block_owner_deletion=resource is not CONTROLLER_REVISIONS)
 
     def give(obj: Obj) -> Obj:
         return {**obj, "metadata": {**obj["metadata"], "ownerReferences": [reference]}}
@@ -716,8 +728,13 @@ class Bench:
             def by_replica(obj: Obj) -> Obj:
                 return replicas[obj["metadata"]["labels"][LABEL_COMPONENT]](obj)
 
-            await asyncio.gather(*(write(r, by_replica(o)) for r, o in objs.owned if r is CONTROLLER_REVISIONS),
-                                 *(write(PODGROUPS, by_replica(g)) for g in objs.podgroups))
+            revisions = await asyncio.gather(*(write(r, by_replica(o)) for r, o in objs.owned
+                                               if r is CONTROLLER_REVISIONS),
+                                             *(write(PODGROUPS, by_replica(g)) for g in objs.podgroups))
+            # Each revision's pair of Services, owned by its ControllerRevision.
+            await asyncio.gather(*(write(SERVICES, owned_by(cr, CONTROLLER_REVISIONS)(s))
+                                   for cr in revisions if cr.get("kind") == "ControllerRevision"
+                                   for s in objs.revision_services[cr["metadata"]["labels"][LABEL_COMPONENT]]))
             await asyncio.gather(*(write(PODS, by_replica(p)) for p in objs.pods))
 
         log(f"{phase}: writing {self.services} services' objects, {CONCURRENCY} at a time")

@@ -32,6 +32,16 @@ def revision_name(isvc: str, component: str, revision_hash: str) -> str:
     return f"{isvc}-{component}-{revision_hash}"
 
 
+def revision_service_name(isvc: str, component: str, revision_hash: str) -> str:
+    """A revision's own Service (OME's per-revision Service): what status.traffic, the analysis templates'
+    {{.CanaryService}} and OME_<PEER>_REVISION_ENDPOINT name."""
+    return f"{isvc}-{component}-rev-{revision_hash}"
+
+
+def revision_headless_service_name(isvc: str, component: str, revision_hash: str) -> str:
+    return f"{revision_service_name(isvc, component, revision_hash)}-headless"
+
+
 def leader_address(isvc: str, component: str, index: int) -> str:
     """The leader's DNS name through the component's headless Service (resolves once the leader has an IP)."""
     return f"{pod_name(isvc, component, index, 'leader', 0)}.{headless_service_name(isvc, component)}"

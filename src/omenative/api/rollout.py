@@ -75,6 +75,27 @@ def pinned_revisions(status: Any) -> set[str]:
     return found
 
 
+def pairing_of(runners: Any) -> str | None:
+    """A revision's prefill-decode pairing protocol: the `ome.io/pairing-protocol` its pod templates carry."""
+    for runner in runners if isinstance(runners, list) else []:
+        labels: Any = runner
+        for key in ("template", "metadata", "labels"):  # a hand-edited ControllerRevision may hold anything
+            labels = labels.get(key) if isinstance(labels, dict) else None
+        if isinstance(labels, dict) and c.LABEL_PAIRING_PROTOCOL in labels:
+            return str(labels[c.LABEL_PAIRING_PROTOCOL])
+    return None
+
+
+def paired_revision(own: str | None, candidates: list[tuple[str, str | None]]) -> str | None:
+    """The revision of a peer a pod pairs with (OME_<PEER>_REVISION_ENDPOINT): the first of the peer's revisions,
+    its update revision before its current one, whose pairing protocol equals the pod's; an empty protocol on
+    either side pairs with anything (OME's ComponentTrafficTarget.pairingProtocol)."""
+    for revision, pairing in candidates:
+        if revision and (not own or not pairing or own == pairing):
+            return revision
+    return None
+
+
 def peers_of(isvc_spec: Any, component: str) -> tuple[str, ...]:
     """The components whose Service endpoint a pod of `component` gets as `OME_<PEER>_ENDPOINT` (OME's deployment
     modes page): with `spec.rollout.groups` only, every other component the InferenceService declares."""

@@ -408,12 +408,39 @@ class LifecycleStatus(Model):
 
 
 @attrs.define(kw_only=True)
+class ComponentTrafficTarget(Model):
+    """One revision's share of a component's traffic, by its revision Service."""
+
+    revision_name: str | None = field("revisionName", "The revision's Service, `<isvc>-<component>-rev-<hash>`.")
+    percent: int | None = field("percent", "The revision's weight; the entries of a component add up to 100.",
+                                minimum=0, maximum=100)
+    tag: str | None = field("tag", "canary or stable during a canary, else latest or previous. Cosmetic.")
+    latest_revision: bool | None = field("latestRevision", "True for the newest revision.")
+    pairing_protocol: str | None = field("pairingProtocol", "The revision's prefill-decode pairing protocol.")
+
+
+_REVISION_SERVICE = " revision Service (`<isvc>-<component>-rev-<hash>`)"
+
+
+@attrs.define(kw_only=True)
 class ComponentStatus(Model):
     """Status of one component."""
 
     __schema_preserve_unknown__: ClassVar[bool] = True
     url: str | None = field("url", "URL of the component's Service.")
     lifecycle: LifecycleStatus | None = field("lifecycle", "OMENative Instance counts and conditions.")
+    latest_ready_revision: str | None = field(
+        "latestReadyRevision", "The" + _REVISION_SERVICE + " of the newest revision with a ready Instance.")
+    latest_rolledout_revision: str | None = field(
+        "latestRolledoutRevision", "The" + _REVISION_SERVICE + " of the newest revision every Instance has reached.")
+    previous_rolledout_revision: str | None = field(
+        "previousRolledoutRevision", "The" + _REVISION_SERVICE + " latestRolledoutRevision named before it last "
+        "moved.")
+    traffic: list[ComponentTrafficTarget] | None = field(
+        "traffic", "Each revision's weight: a canary's recorded weights, else the replica's share of serving "
+        "Instances.")
+    canary: JSON | None = field("canary", "The canary of the unit this component is the entry of.",
+                                preserve_unknown=True)
     scale_target_ref: JSON | None = field("scaleTargetRef", "What an autoscaler targets for this component.",
                                           preserve_unknown=True)
 
@@ -428,6 +455,8 @@ class InferenceServiceStatus(Model):
     address: JSON | None = field("address", "Cluster-internal address.", preserve_unknown=True)
     conditions: list[Condition] | None = field("conditions", _CONDITIONS_DOC, list_map_keys=("type",))
     components: dict[str, ComponentStatus] | None = field("components", "Status per component.")
+    canary: JSON | None = field("canary", "The entrypoint component's canary (the router's, else the engine's), "
+                                "as OME's alias of status.components.<entrypoint>.canary.", preserve_unknown=True)
 
 
 @attrs.define(kw_only=True)
@@ -770,6 +799,8 @@ class InferenceReplicaStatus(Model):
     migrations: list[MigrationStatus] | None = field(
         "migrations", "Migration records, one per request: those running, and those ended within the audit window.",
         list_map_keys=("requestUUID",))
+    traffic: list[ComponentTrafficTarget] | None = field(
+        "traffic", "Each revision with serving Instances and its share of them, by revision Service.")
 
 
 @attrs.define(kw_only=True)

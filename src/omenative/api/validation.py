@@ -197,6 +197,16 @@ def validate_inference_service(obj: JSONDict, ctx: Admission | None = None, old:
                     f"name {name!r} is too long: the {comp}'s names such as {longest!r} would be {len(longest)} "
                     f"characters, over the {naming.MAX_DNS_LABEL} a pod hostname or Service name allows; use at "
                     f"most {limit} characters for this InferenceService")
+            revision = naming.revision_headless_service_name(name, comp, "0" * 8)
+            if len(longest) <= naming.MAX_DNS_LABEL < len(revision):
+                # A warning, not a refusal: an InferenceService admitted before the revision Services existed
+                # must stay editable. It serves; only the per-revision pair is missing.
+                warnings.append(
+                    f"name {name!r} is too long for the {comp}'s revision Services, such as {revision!r} "
+                    f"({len(revision)} characters, over {naming.MAX_DNS_LABEL}): omenative does not create them, so "
+                    "a canary analysis that queries {{.CanaryService}} finds no series and "
+                    f"OME_{comp.upper()}_REVISION_ENDPOINT is not set; use at most "
+                    f"{naming.MAX_DNS_LABEL - (len(revision) - len(name))} characters")
         warnings += _topology_warnings(comp, merged, multi)
         warnings += unsupported.component_warnings(comp, own, f"spec.{comp}")
         if ctx.runtime_name:

@@ -10,12 +10,14 @@
     kubectl ome instance retry-blocks INFERENCESERVICE --component COMPONENT [-n NS] [-o table|json|yaml]
     kubectl ome instance release-held INFERENCESERVICE --component COMPONENT --revision REV [--dry-run none|client|
         server] [--yes] [-n NS] [-o table|wide|json|yaml]
+    kubectl ome traffic status INFERENCESERVICE [-n NS] [-o table|wide|json|yaml]
 
 The Instance rows come from each component's InferenceReplica status (either encoding); `instance status` adds the
 live pods and their Warning events. Exit codes: 0 ok, 1 error, 2 a wait that ended without a match, 3 a release whose
 target changed after its preview. Each command has its module (status, wait, get, version, logs, instance,
-migration, scale, rollout); common.py holds what they share, cluster.py the Cluster they read and write through (on
-the synchronous client: a command line waits for each answer anyway).
+migration, scale, rollout, traffic; sections.py holds the later sections of status); common.py holds what they
+share, cluster.py the Cluster they read and write through (on the synchronous client: a command line waits for each
+answer anyway).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import json
 import sys
 
 from omenative.api import constants as c
-from omenative.kubectl_ome import get, instance, logs, migration, rollout, scale, status, version, wait
+from omenative.kubectl_ome import get, instance, logs, migration, rollout, scale, status, traffic, version, wait
 from omenative.kubectl_ome.cluster import KubeCluster
 from omenative.kubectl_ome.version import OPERATOR_NAMESPACE
 
@@ -147,6 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
     auto_status.add_argument("--live-scaler", action="store_true")
     auto_status.add_argument("-n", "--namespace", default=None)
     auto_status.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
+    traffic_cmd = sub.add_parser("traffic", help="the traffic the controller reports: endpoints, canaries, weights")
+    routes = traffic_cmd.add_subparsers(dest="action", required=True)
+    traffic_status = routes.add_parser("status", parents=[common], help="endpoints, canary steps and each "
+                                       "revision's weight, from the InferenceService's status")
+    traffic_status.add_argument("inferenceservice")
+    traffic_status.add_argument("-n", "--namespace", default=None)
+    traffic_status.add_argument("-o", "--output", default="table", choices=["table", "wide", "json", "yaml"])
     rollout_cmd = sub.add_parser("rollout", help="rollout progress of an InferenceService, and its alpha actions")
     steps = rollout_cmd.add_subparsers(dest="action", required=True)
     for verb, text in (("status", "where each component is in its rollout"),
@@ -212,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "autoscale":
             return scale.autoscale_status(cluster, namespace, args.inferenceservice, live_scale=args.live_scale,
                                           live_scaler=args.live_scaler, output=args.output)
+        if args.command == "traffic":
+            return traffic.traffic_status(cluster, namespace, args.inferenceservice, args.output)
         if args.command == "rollout":
             reader = {"status": rollout.rollout_status, "explain": rollout.explain, "history": rollout.history,
                       "validate": rollout.validate}.get(args.action)

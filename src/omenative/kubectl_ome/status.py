@@ -1,7 +1,7 @@
-"""`kubectl ome status`: why an InferenceService is or isn't ready, as reference/kubectl-ome/status.md describes it,
-for the sections omenative has data for: the Ready condition, each component's pods, the Warning events and the
-refusals. Every value carries how it was got (Declared, Reported, Observed, Computed, Unavailable). The builders are
-pure; `status` reads and prints."""
+"""`kubectl ome status`: why an InferenceService is or isn't ready, as reference/kubectl-ome/status.md describes it:
+the Ready condition, each component's pods and refusals, the rollout, autoscaling, placement, traffic and runtime
+sections (sections.py), and the Warning events. Every value carries how it was got (Declared, Reported, Observed,
+Computed, Unavailable). The builders are pure; `status` reads and prints."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import attrs
 
 from omenative.api import constants as c
 from omenative.api.times import parse_datetime as parse_time
+from omenative.kubectl_ome import sections
 from omenative.kubectl_ome.cluster import Cluster
 from omenative.kubectl_ome.common import REPORT_VERSION, CommandError, emit, now, print_rows
 from omenative.kubectl_ome.instance import refusal
@@ -167,9 +168,11 @@ def _event_time(event: Obj) -> str:
 
 
 def status_report(isvc: Obj, pods: list[Obj] | None, events: list[Obj] | None, *, now: dt.datetime,
-                  pod_error: str = "", event_error: str = "", refused: dict[str, str] | None = None) -> Obj:
+                  pod_error: str = "", event_error: str = "", refused: dict[str, str] | None = None,
+                  later: Obj | None = None) -> Obj:
     """The StatusReport's content: `pods` and `events` are None when their read failed (with the reason);
-    `refused`: by component, the refusal that holds its Instances (its InferenceReplica's ReplicaFailure)."""
+    `refused`: by component, the refusal that holds its Instances (its InferenceReplica's ReplicaFailure);
+    `later`: the rollout, autoscaling, placement, traffic and runtime sections (`sections.sections`)."""
     meta, spec, status = isvc.get("metadata") or {}, isvc.get("spec") or {}, isvc.get("status") or {}
     name = meta.get("name", "")
     conditions = status.get("conditions")
@@ -241,6 +244,7 @@ def status_report(isvc: Obj, pods: list[Obj] | None, events: list[Obj] | None, *
         "model": (spec.get("model") or {}).get("name", ""),
         "generation": {"generation": generation, "observedGeneration": observed or 0},
         "pods": {"observation": pod_read.to_dict(), "targetsSkipped": 0, "components": components},
+        **(later if later is not None else sections.sections(isvc)),
         "events": {"observation": event_read.to_dict(), "targetsSkipped": skipped, "items": kept},
         "issues": sorted(set(issues)),
         "collectedAt": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -282,6 +286,7 @@ def status_rows(content: Obj, wide: bool) -> Rows:
                      (f"{comp} phases", f"R={p['Running']} P={p['Pending']} F={p['Failed']} S={p['Succeeded']} "
                                         f"U={p['Unknown']} deleting={figures['deleting']}"),
                      (f"{comp} evidence", figures["evidence"])]
+    rows += sections.section_rows(content, wide)
     for event in content["events"]["items"]:
         label = "Warning Pod" if event["kind"] == "Pod" else f"Warning {event['kind']}"
         rows.append((label if len(label) <= 20 else label[:17] + "...", f"{event['name']} {event['reason']}"))
@@ -290,14 +295,37 @@ def status_rows(content: Obj, wide: bool) -> Rows:
             if event["lastSeen"]:
                 rows.append(("Event last seen", event["lastSeen"]))
     rows += [("Issue", issue) for issue in content["issues"]]
-    rows += [("Full safe values", "Use -o json or -o yaml"), ("Instance detail", "kubectl ome instance list NAME"),
-             ("Logs detail", "kubectl ome logs NAME")]
+    rows += [("Full safe values", "Use -o json or -o yaml"), *sections.DETAIL_ROWS,
+             ("Instance detail", "kubectl ome instance list NAME"), ("Logs detail", "kubectl ome logs NAME")]
     if wide:
         rows += [("Collected at", content["collectedAt"]), ("Source generation", str(content["sourceGeneration"])),
                  ("Source evidence", content["sourceEvidence"])]
     return rows
 
 
+
+
+def read_runtime(cluster: Cluster, isvc: Obj) -> tuple[Obj | None, str, bool | None, str]:
+    """The runtime the service names (its namespace's ServingRuntime, else the ClusterServingRuntime) and its kind,
+    whether the model it names exists (None: it names none), and ReadFailed when a read failed."""
+    namespace = isvc["metadata"].get("namespace", "")
+    spec = isvc.get("spec") or {}
+    runtime, kind = None, ""
+    name = (spec.get("runtime") or {}).get("name")
+    try:
+        if name:
+            for plural, found_kind in (("servingruntimes", "ServingRuntime"),
+                                       ("clusterservingruntimes", "ClusterServingRuntime")):
+                runtime, kind = cluster.get_ome(plural, namespace, str(name)), found_kind
+                if runtime is not None:
+                    break
+        model = (spec.get("model") or {}).get("name")
+        model_found = None if not model else any(
+            cluster.get_ome(plural, namespace, str(model)) is not None for plural in ("basemodels",
+                                                                                      "clusterbasemodels"))
+    except Exception:  # the report stands; the row says the read failed
+        return None, "", None, "ReadFailed"
+    return runtime, kind if runtime is not None else "", model_found, ""
 
 
 def status(cluster: Cluster, namespace: str, name: str, output: str) -> int:
@@ -322,7 +350,7 @@ def status(cluster: Cluster, namespace: str, name: str, output: str) -> int:
     except Exception:  # the report stands without them; the events still name a refusal
         refused = {}
     content = status_report(isvc, pods, events, now=now(), pod_error=pod_error, event_error=event_error,
-                                    refused=refused)
+                            refused=refused, later=sections.sections(isvc, *read_runtime(cluster, isvc)))
     if output in ("table", "wide"):
         print_rows(status_rows(content, output == "wide"), output == "wide")
     else:

@@ -13,10 +13,13 @@ from omenative.api import naming
 JSONDict = dict[str, Any]
 
 
-def owner_reference(obj: JSONDict, *, kind: str | None = None, controller: bool = True) -> JSONDict:
+def owner_reference(obj: JSONDict, *, kind: str | None = None, controller: bool = True,
+                    block_owner_deletion: bool = True) -> JSONDict:
+    """`block_owner_deletion` needs the right to set finalizers on the owner (the API server's
+    OwnerReferencesPermissionEnforcement); off for an owner whose foreground deletion need not wait for the child."""
     meta = obj["metadata"]
     return {"apiVersion": obj.get("apiVersion", c.API_VERSION), "kind": obj.get("kind") or kind, "name": meta["name"],
-            "uid": meta["uid"], "controller": controller, "blockOwnerDeletion": True}
+            "uid": meta["uid"], "controller": controller, "blockOwnerDeletion": block_owner_deletion}
 
 
 def controlled_by(obj: JSONDict, uid: str) -> bool:
@@ -89,26 +92,48 @@ def inference_replica_bootstrap(*, isvc: str, namespace: str, component: str, ow
             "spec": {"parentRef": {"name": isvc}, "component": component, "replicas": replicas}}
 
 
-def services(*, isvc: str, namespace: str, component: str, owner: JSONDict, ports: list[JSONDict],
-             multi_pod: bool, app_protocols: dict[str, str] | None = None) -> list[JSONDict]:
-    """The component's Service (serving pods) and headless Service (every pod, ready or not, so the leader's
-    DNS name resolves as soon as it has an IP)."""
-    labels = component_labels(isvc, component)
+def _service_pair(*, name: str, headless_name: str, namespace: str, labels: dict[str, str], owner: JSONDict,
+                  ports: list[JSONDict], serving: dict[str, str], every: dict[str, str],
+                  app_protocols: dict[str, str] | None) -> list[JSONDict]:
     with_protocols = [dict(p) | ({"appProtocol": app_protocols[p["name"]]} if app_protocols and
                                   p["name"] in app_protocols else {}) for p in ports]
     main = {
         "apiVersion": "v1", "kind": "Service",
-        "metadata": _meta(naming.replica_name(isvc, component), namespace, labels, owner),
-        "spec": {"selector": serving_selector(isvc, component, multi_pod), "ports": with_protocols,
-                 "type": "ClusterIP"},
+        "metadata": _meta(name, namespace, labels, owner),
+        "spec": {"selector": serving, "ports": with_protocols, "type": "ClusterIP"},
     }
     headless = {
         "apiVersion": "v1", "kind": "Service",
-        "metadata": _meta(naming.headless_service_name(isvc, component), namespace, labels, owner),
-        "spec": {"selector": pod_selector(isvc, component), "clusterIP": "None", "publishNotReadyAddresses": True,
-                 "ports": with_protocols},
+        "metadata": _meta(headless_name, namespace, labels, owner),
+        "spec": {"selector": every, "clusterIP": "None", "publishNotReadyAddresses": True, "ports": with_protocols},
     }
     return [main, headless]
+
+
+def services(*, isvc: str, namespace: str, component: str, owner: JSONDict, ports: list[JSONDict],
+             multi_pod: bool, app_protocols: dict[str, str] | None = None) -> list[JSONDict]:
+    """The component's Service (serving pods) and headless Service (every pod, ready or not, so the leader's
+    DNS name resolves as soon as it has an IP)."""
+    return _service_pair(name=naming.replica_name(isvc, component),
+                         headless_name=naming.headless_service_name(isvc, component), namespace=namespace,
+                         labels=component_labels(isvc, component), owner=owner, ports=ports,
+                         serving=serving_selector(isvc, component, multi_pod), every=pod_selector(isvc, component),
+                         app_protocols=app_protocols)
+
+
+def revision_services(*, isvc: str, namespace: str, component: str, revision: str, owner: JSONDict,
+                      ports: list[JSONDict], multi_pod: bool,
+                      app_protocols: dict[str, str] | None = None) -> list[JSONDict]:
+    """One revision's pair, `{isvc}-{component}-rev-{hash}` and its `-headless` twin: the component's two Services
+    narrowed to the pods labelled with the revision. They are what a canary's analysis queries, what status.traffic
+    names, and how a peer reaches the revision it pairs with. `owner` is the revision's ControllerRevision, so the
+    pair goes when the revision is pruned."""
+    narrowed = {c.LABEL_REVISION_HASH: revision}
+    return _service_pair(name=naming.revision_service_name(isvc, component, revision),
+                         headless_name=naming.revision_headless_service_name(isvc, component, revision),
+                         namespace=namespace, labels={**component_labels(isvc, component), **narrowed}, owner=owner,
+                         ports=ports, serving=serving_selector(isvc, component, multi_pod) | narrowed,
+                         every=pod_selector(isvc, component) | narrowed, app_protocols=app_protocols)
 
 
 def entry_service(*, isvc: str, namespace: str, owner: JSONDict, target: str, ports: list[JSONDict],

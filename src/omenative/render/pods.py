@@ -46,6 +46,8 @@ class InstanceRef:
     # The other components a pod reaches by their Service (OME_<PEER>_ENDPOINT), when the InferenceService has
     # rollout groups; set when the pod is created, not part of the revision (no rollout when a component is added).
     peers: tuple[str, ...] = ()
+    # (peer, revision hash) for each peer revision the pod pairs with (OME_<PEER>_REVISION_ENDPOINT), set likewise.
+    peer_revisions: tuple[tuple[str, str], ...] = ()
 
 
 @attrs.frozen
@@ -95,6 +97,9 @@ def instance_env(ref: InstanceRef, slot: PodSlot, runners: list[JSONDict]) -> li
         ]
     env += [(f"OME_{peer.upper()}_ENDPOINT", f"{naming.replica_name(ref.isvc, peer)}.{ref.namespace}.svc.cluster.local")
             for peer in ref.peers]
+    env += [(f"OME_{peer.upper()}_REVISION_ENDPOINT",
+             f"{naming.revision_service_name(ref.isvc, peer, revision)}.{ref.namespace}.svc.cluster.local")
+            for peer, revision in ref.peer_revisions]
     return [{"name": k, "value": v} for k, v in env]
 
 

@@ -21,9 +21,10 @@ from omenative.api.defaults import (
 )
 from omenative.api.instance_status import encode_rows, progress_only
 from omenative.api.readiness import desired_instances
-from omenative.api.rollout import pinned_revisions
+from omenative.api.rollout import pairing_of, pinned_revisions
 from omenative.api.selection import incompatibility
 from omenative.api.times import parse_time
+from omenative.api.traffic import replica_traffic
 from omenative.api.types import MigrationStatus, RetryBlock, RolloutHold
 from omenative.api.units import InvalidValue, format_duration, optional_duration
 from omenative.controllers import audit, fleet_metrics
@@ -176,6 +177,12 @@ class InferenceReplicaController:
                                   else cond.to_dict() for cond in result.conditions], old_status.get("conditions")),
             **encode_rows(result.rows),
         }
+        if standalone.projected(ir):  # a standalone replica has no revision Services to name
+            traffic = replica_traffic(isvc, component, result.rows, target, self.pairings(
+                ir, isvc, component, {row.running_revision for row in result.rows if row.running_revision},
+                target, runners))
+            if traffic:
+                status["traffic"] = traffic
         if result.retry_blocks:
             status["retryBlocks"] = [block.to_dict() for block in result.retry_blocks]
         if result.rollout_hold is not None:
@@ -301,6 +308,17 @@ class InferenceReplicaController:
             if self.writes.refusals.announce_child(key, "Service", exc.message):
                 self.writes.events.event(ir, "Warning", "FailedCreate",
                                          f"Error creating Service {headless['metadata']['name']}: {exc.message}")
+
+    def pairings(self, ir: Obj, isvc: str, component: str, revisions: set[str], target: str,
+                 runners: list[Obj]) -> dict[str, str | None]:
+        """Each revision's pairing protocol: the target's from its runners, the others' from their
+        ControllerRevisions."""
+        namespace = ir["metadata"]["namespace"]
+        out: dict[str, str | None] = {target: pairing_of(runners)}
+        for revision in revisions - {target}:
+            found = self.reads.get(CONTROLLER_REVISIONS, namespace, naming.revision_name(isvc, component, revision))
+            out[revision] = pairing_of(((found or {}).get("data") or {}).get("runners"))
+        return out
 
     def rollback_target(self, ir: Obj, isvc: str, component: str, revision: str) -> str:
         """The revision to roll out: the spec's, or the one `spec.pacing.rollbackToRevision` names while its

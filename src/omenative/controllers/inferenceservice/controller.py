@@ -17,6 +17,7 @@ from omenative.api.modes import declared_components
 from omenative.api.phases import DELETING, FAILED, READY
 from omenative.api.pod_fields import InvalidSpec
 from omenative.api.readiness import desired_instances
+from omenative.api.rollout import pairing_of
 from omenative.api.times import format_time
 from omenative.api.units import optional_duration
 from omenative.api.validation import Admission, validate_inference_service
@@ -85,14 +86,6 @@ def rollout_changed(old: Obj, outcome: rollout.Outcome) -> bool:
                for name, fields in outcome.components.items() for k in fields)
 
 
-def pairing_of(runners: list[Obj]) -> str | None:
-    for runner in runners:
-        labels = ((runner.get("template") or {}).get("metadata") or {}).get("labels") or {}
-        if c.LABEL_PAIRING_PROTOCOL in labels:
-            return str(labels[c.LABEL_PAIRING_PROTOCOL])
-    return None
-
-
 OWNED = (INFERENCE_REPLICAS, SERVICES, HPAS, PDBS, SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS, PODMONITORS,
          SCALED_OBJECTS)
 AUTOSCALERS = (HPAS, SCALED_OBJECTS)  # one per component at most: the one its class no longer names goes
@@ -151,7 +144,8 @@ class InferenceServiceController:
         try:
             plan = desired.build(desired.Inputs(isvc=isvc, runtime=runtime, model=model, config=reads.config,
                                                 pod_monitors=reads.podmonitors_cached(),
-                                                scaled_objects=reads.scaledobjects_cached()),
+                                                scaled_objects=reads.scaledobjects_cached(),
+                                                revisions=tuple(reads.by_index(CONTROLLER_REVISIONS, BY_ISVC, key))),
                                  claim_unmoded=reads.config.claim_unmoded)
         except InvalidSpec as exc:
             await self.invalid(isvc, exc)

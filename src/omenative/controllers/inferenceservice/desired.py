@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from omenative.api import constants as c
+from omenative.api import naming
 from omenative.api.config import ControllerConfig
 from omenative.api.defaults import default_component, is_multi_pod
 from omenative.api.merge import merge_component
@@ -37,6 +38,8 @@ class Inputs:
     config: ControllerConfig
     pod_monitors: bool = False  # the prometheus-operator's PodMonitor CRD is installed
     scaled_objects: bool = False  # KEDA's ScaledObject CRD is installed
+    # The InferenceService's ControllerRevisions (every component's), each of which gets its pair of revision Services
+    revisions: tuple[Obj, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -60,6 +63,7 @@ class ComponentPlan:
     scaled_object: Obj | None = None
     # Where the autoscaler block came from, as OME's specSource says: isvc, runtime or default.
     autoscaler_source: str = "default"
+    revision_services: list[Obj] = attrs.field(factory=list)  # a pair per revision of the component
 
     @property
     def keda_missing(self) -> bool:
@@ -68,8 +72,8 @@ class ComponentPlan:
 
     @property
     def children(self) -> list[Obj]:
-        return [*self.services, *([self.hpa] if self.hpa else []), *([self.scaled_object] if self.scaled_object
-                                                                      else []),
+        return [*self.services, *self.revision_services, *([self.hpa] if self.hpa else []),
+                *([self.scaled_object] if self.scaled_object else []),
                 self.pdb, *self.rbac, *([self.pod_monitor] if self.pod_monitor else [])]
 
 
@@ -90,6 +94,38 @@ def history_annotation(annotations: dict[str, str]) -> int | None:
     revisionHistoryLimit; a value admission would refuse (a stored object from before the webhook) is ignored."""
     value = str(annotations.get(c.ANN_REVISION_HISTORY_LIMIT) or "").strip()
     return int(value) if value.isdigit() and int(value) >= 1 else None
+
+
+def revision_services(revisions: tuple[Obj, ...], *, isvc: str, namespace: str, component: str,
+                      app_protocols: dict[str, str] | None) -> list[Obj]:
+    """The revision Services of each of the component's ControllerRevisions, with that revision's own ports and
+    leader rule (read from the revision, not from today's spec). A revision being deleted gets none, and neither does
+    one whose names would pass 63 characters (admission warns about that name), and neither does one another
+    replica owns (a standalone replica's revisions carry its name as `ome.io/inferenceservice`)."""
+    out: list[Obj] = []
+    for revision in revisions:
+        meta = revision.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        hash_ = labels.get(c.LABEL_REVISION_HASH)
+        owners = {(o.get("kind"), o.get("name")) for o in meta.get("ownerReferences") or [] if isinstance(o, dict)}
+        if labels.get(c.LABEL_COMPONENT) != component or not hash_ or meta.get("deletionTimestamp") or \
+                ("InferenceReplica", naming.replica_name(isvc, component)) not in owners or \
+                len(naming.revision_headless_service_name(isvc, component, hash_)) > naming.MAX_DNS_LABEL:
+            continue
+        runner_list = (revision.get("data") or {}).get("runners")
+        try:  # written by omenative, but a ControllerRevision is the user's to edit: one that makes no sense is skipped
+            ports = serving_ports(runner_list)  # type: ignore[arg-type]
+        except (TypeError, KeyError, AttributeError):
+            continue
+        out += objects.revision_services(
+            isvc=isvc, namespace=namespace, component=component, revision=hash_,
+            # No blockOwnerDeletion: it would need the finalizers right on ControllerRevisions, and nothing deletes a
+            # revision in the foreground waiting for its Services.
+            owner=objects.owner_reference(revision, kind="ControllerRevision", block_owner_deletion=False),
+            ports=ports,
+            multi_pod=any(r.get("name") == c.RUNNER_LEADER for r in runner_list),  # type: ignore[union-attr]
+            app_protocols=app_protocols)
+    return out
 
 
 def build(inputs: Inputs, *, claim_unmoded: bool = False) -> Plan:
@@ -151,6 +187,8 @@ def build(inputs: Inputs, *, claim_unmoded: bool = False) -> Plan:
             bootstrap=objects.inference_replica_bootstrap(isvc=name, namespace=namespace, component=comp,
                                                           owner=owner, replicas=low),
             hpa=hpa, scaled_object=keda, autoscaler_source=source,
+            revision_services=revision_services(inputs.revisions, isvc=name, namespace=namespace, component=comp,
+                                                app_protocols=component.get("servicePortAppProtocols")),
             services=objects.services(isvc=name, namespace=namespace, component=comp, owner=owner, ports=ports,
                                       multi_pod=multi, app_protocols=component.get("servicePortAppProtocols")),
             pdb=objects.pod_disruption_budget(isvc=name, namespace=namespace, component=comp, owner=owner,

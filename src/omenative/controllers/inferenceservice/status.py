@@ -18,6 +18,8 @@ from typing import Any
 from omenative.api import constants as c
 from omenative.api.conditions import condition, settle
 from omenative.api.readiness import Serving, component_ready, desired_instances
+from omenative.api.rollout import IN_FLIGHT, ROLLING_BACK
+from omenative.api.traffic import rolled_out_fields
 from omenative.controllers.inferenceservice.desired import ComponentPlan, Plan
 from omenative.obj import Obj
 from omenative.observe.pods import is_true
@@ -106,6 +108,9 @@ def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], 
     old: Obj = isvc.get("status") or {}
     conditions: list[Obj] = []
     components: Obj = {}
+    # A canary moves the unit's Instances step by step: no component of it has rolled out until the canary ends.
+    canary_open = rollout is not None and any(
+        fields.get("rolloutPhase") in (*IN_FLIGHT, ROLLING_BACK) for fields in rollout.components.values())
     for part in plan.components if plan else []:
         replica = replicas.get(part.name)
         rolling = ((part.component.get("lifecycle") or {}).get("updateStrategy") or {}).get("rollingUpdate") or {}
@@ -121,11 +126,15 @@ def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], 
             target = str(status.get("updateRevision") or replica_name)
             gate, reason = directive.hold
             lifecycle["rolloutHold"] = rollout_hold(old_lifecycle, gate, reason, target, now)
+        old_component = (old.get("components") or {}).get(part.name) or {}
         components[part.name] = {
             "lifecycle": lifecycle,
             "autoscaler": autoscaler_status(part, replica),
             "url": service_url(replica_name, namespace, part.ports[0]["port"], cluster_domain),
             "scaleTargetRef": {"apiVersion": c.API_VERSION, "kind": "InferenceReplica", "name": replica_name},
+            **rolled_out_fields(old_component, status, name, part.name, canary_open),
+            # The replica's share of serving Instances per revision; a canary's recorded weights replace it below.
+            **({"traffic": status["traffic"]} if status.get("traffic") else {}),
             **(rollout.components.get(part.name) or {} if rollout is not None else {}),
         }
     missing = [part.name for part in plan.components if part.keda_missing] if plan else []
@@ -166,6 +175,10 @@ def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], 
         out["observedGeneration"] = observed
     if components:
         out["components"] = components
+        # OME's alias of the entrypoint unit's canary (the router's, else the engine's), for older readers.
+        entry = components.get(c.ROUTER) or components.get(c.ENGINE) or {}
+        if entry.get("canary"):
+            out["canary"] = entry["canary"]
     if rollout is not None:
         out.update(rollout.status)
     if plan is not None and plan.entry is not None:

@@ -2,7 +2,8 @@
 
 For: InferenceServices. Owns: its InferenceReplicas (their creation is expected; any change wakes the parent),
 Services, autoscalers, PodDisruptionBudgets, RBAC and PodMonitors (an update that changed nothing cached wakes no
-one). Watches: runtimes and models (the services that name them, or pick a runtime automatically).
+one). Reads: the replicas' ControllerRevisions (each gets its pair of revision Services). Watches: runtimes and
+models (the services that name them, or pick a runtime automatically).
 """
 
 from __future__ import annotations
@@ -106,6 +107,9 @@ def watches(w: Wiring) -> Iterable[tuple[Resource, Handler]]:
     for resource in (k.SERVICES, k.HPAS, k.PDBS, k.SERVICE_ACCOUNTS, k.ROLES, k.ROLE_BINDINGS, PODMONITORS,
                      SCALED_OBJECTS):
         yield resource, ChangedOnly(FuncHandler(by_isvc_label))
+
+    # A new revision gets its pair of revision Services, and a pruned one takes its pair with it (owner references).
+    yield k.CONTROLLER_REVISIONS, ChangedOnly(FuncHandler(by_isvc_label))
 
     def runtime_changed(obj: Obj) -> None:
         store = w.caches.store(INFERENCE_SERVICES)

@@ -8,6 +8,7 @@ causing a second create or delete of the same pod.
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import structlog
 
@@ -15,7 +16,7 @@ from omenative.api import constants as c
 from omenative.api import migration_request, naming, slots, standalone
 from omenative.api.defaults import gang_schedule_timeout, ready_timeout
 from omenative.api.phases import CREATING_PHASES, FAILED
-from omenative.api.rollout import peers_of
+from omenative.api.rollout import paired_revision, pairing_of, peers_of
 from omenative.api.times import format_time, parse_time
 from omenative.api.types import MigrationStatus
 from omenative.controllers.context import Reads, Writes, revision_runners
@@ -26,7 +27,7 @@ from omenative.kube.client import ApiError
 from omenative.kube.controller import Result
 from omenative.kube.expectations import expected
 from omenative.kube.gather import gather_all
-from omenative.kube.resources import PODS, Resource
+from omenative.kube.resources import CONTROLLER_REVISIONS, PODS, Resource
 from omenative.obj import Obj
 from omenative.observe.refusals import LASTING, PODGROUP_OWNERSHIP_CONFLICT, Refusal, classify
 from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
@@ -94,8 +95,7 @@ class InstanceController:
                           replicas=int(spec.get("replicas") or 1), podgroup=podgroup_name, owner=owner,
                           avoid_nodes=avoid, prefer_nodes=prefer,
                           spread=spread_of(spec, multi), ordinal=slots.target_ordinal(row),
-                          peers=peers_of((reads.get(INFERENCE_SERVICES, namespace, isvc) or {}).get("spec"),
-                                         component) if standalone.projected(ir) else ())
+                          **self.peer_endpoints(ir, isvc, component, runners))
         if gang and not reads.podgroups_cached():
             return Result(requeue_after=1.0)  # the PodGroup cache is starting: pods wait for their PodGroup
         intent = None
@@ -161,6 +161,36 @@ class InstanceController:
         """The Instance's writes go through again: its replica is told, so its row stops waiting."""
         if self.writes.refusals.clear(key):
             self.writes.wake("inferencereplica", Refusals.replica_of(key))
+
+    def peer_endpoints(self, ir: Obj, isvc: str, component: str, runners: list[Obj] | None) -> dict[str, Any]:
+        """What a new pod of a rollout group learns about its peers (OME's deployment-modes page): each other
+        component's Service, and the revision of it that this pod's revision pairs with (the peer's newest, else
+        its current one). A standalone replica has no peers."""
+        if not standalone.projected(ir):
+            return {}
+        namespace = ir["metadata"]["namespace"]
+        peers = peers_of((self.reads.get(INFERENCE_SERVICES, namespace, isvc) or {}).get("spec"), component)
+        own = pairing_of(runners)
+        paired = []
+        for peer in peers:
+            peer_ir = self.reads.get(INFERENCE_REPLICAS, namespace, naming.replica_name(isvc, peer)) or {}
+            candidates: list[tuple[str, str | None]] = []
+            # The peer's newest revision, from its spec (as its own controller derives it, so a first pod pairs
+            # before the peer has written any status), then the revision most of its Instances run.
+            peer_runners = (peer_ir.get("spec") or {}).get("runners")
+            if peer_runners:
+                candidates.append((self.reads.revisions.of(peer_ir), pairing_of(peer_runners)))
+            prefix = naming.revision_name(isvc, peer, "")
+            current = str((peer_ir.get("status") or {}).get("currentRevision") or "")
+            if current.startswith(prefix):
+                found = self.reads.get(CONTROLLER_REVISIONS, namespace, current)
+                candidates.append((current[len(prefix):],
+                                   pairing_of(((found or {}).get("data") or {}).get("runners"))))
+            revision = paired_revision(own, [(r, p) for r, p in candidates if len(
+                naming.revision_headless_service_name(isvc, peer, r)) <= naming.MAX_DNS_LABEL])  # else no Services
+            if revision:
+                paired.append((peer, revision))
+        return {"peers": peers, "peer_revisions": tuple(paired)}
 
     def refused(self, key: str, ir: Obj, obj: Obj, exc: ApiError, cause: str, incarnation: int) -> Refusal:
         """Records a refused create: the replica's row names it within one pass (the replica is woken), and each

@@ -9,6 +9,7 @@ import re
 
 import attrs
 
+from omenative.api import naming
 from omenative.api.rollout import CANARYING, PAUSED, PROMOTING, primary_of
 from omenative.api.rollout_validation import progression
 from omenative.api.times import format_time, parse_time
@@ -107,8 +108,8 @@ def analysis_requests(inputs: Inputs, isvc: str, namespace: str) -> list[Analysi
             continue
         canary, stable = str(state.canary), str(state.stable or "")
         variables = {"Namespace": namespace, "ISVCName": isvc, "Component": primary, "CanaryRevision": canary,
-                     "StableRevision": stable, "CanaryService": f"{isvc}-{primary}-rev-{canary}",
-                     "StableService": f"{isvc}-{primary}-rev-{stable}"}
+                     "StableRevision": stable, "CanaryService": naming.revision_service_name(isvc, primary, canary),
+                     "StableService": naming.revision_service_name(isvc, primary, stable)}
         metrics = []
         for metric in (step.get("analysis") or {}).get("metrics") or []:
             query, error = render_query(str(metric.get("query") or ""), variables)

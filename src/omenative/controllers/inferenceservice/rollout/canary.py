@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from omenative.api import naming
 from omenative.api.events import NORMAL, WARNING, Event
 from omenative.api.rollout import (
     CANARYING,
@@ -313,11 +314,11 @@ class Canary:
         traffic = []
         canary, isvc, primary = self.target, self.isvc, self.primary
         if weight > 0:
-            traffic.append({"revisionName": f"{isvc}-{primary}-rev-{canary}", "percent": weight,
+            traffic.append({"revisionName": naming.revision_service_name(isvc, primary, canary), "percent": weight,
                             "tag": "canary" if stable else None, "latestRevision": True})
         if stable and weight < 100:
-            traffic.append({"revisionName": f"{isvc}-{primary}-rev-{stable}", "percent": 100 - weight,
-                            "tag": "stable", "latestRevision": False})
+            traffic.append({"revisionName": naming.revision_service_name(isvc, primary, stable),
+                            "percent": 100 - weight, "tag": "stable", "latestRevision": False})
         self.planner.components[primary] = {
             "canary": self.state.to_status(), "rolloutPhase": phase,
             "traffic": [{k: v for k, v in t.items() if v is not None} for t in traffic]}
