@@ -258,6 +258,8 @@ async def test_the_standalone_inferencereplica_guide_from_a_model(
     describe = lambda: describe_namespace(api, "llama-demo")  # noqa: E731
     gpu = [await sim_nodes("gpu") for _ in range(2)]
     await kubectl("delete", "namespace", "llama-demo", "--ignore-not-found", "--wait=true", "--timeout=120s")
+    # Step 1 needs the model absent: another test of the shared control plane may have left the catalog's.
+    await kubectl("delete", "clusterbasemodel", LLAMA, "--ignore-not-found", "--wait=true", "--timeout=60s")
     pool = {"apiVersion": c.API_VERSION, "kind": "InferenceReplica",
             "metadata": {"name": "llama-pool", "namespace": "llama-demo"},
             "spec": {"component": "engine", "modelRef": {"name": LLAMA}, "replicas": 1}}

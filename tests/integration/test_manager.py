@@ -143,6 +143,13 @@ async def test_a_fresh_controller_writes_nothing_when_nothing_changed(
         out = await control_plane.kubectl("wait", "--for=condition=Ready", "inferenceservice/settled", "-n",
                                           namespace, "--timeout=90s", check=False)
         assert out.returncode == 0, out.output + first.log_tail()
+
+        async def revision_services() -> bool:  # written once the revision's ControllerRevision is seen
+            listed = await control_plane.kubectl("get", "services", "-n", namespace, "-l", "ome.io/revision-hash",
+                                                 "-o", "name")
+            return len(listed.stdout.split()) == 2
+
+        await wait_for(revision_services, timeout=30, what="the revision's pair of Services")
         await first.stop()
         second = await start_controller(control_plane, *args, webhook=False, name="second")
         try:

@@ -216,3 +216,17 @@ def test_the_inferenceservice_mirrors_traffic_and_aliases_the_entrypoints_canary
     status = build_status(isvc, plan, {"engine": replica_obj}, [], "2026-12-07T00:00:00Z", rollout=Outcome())
     assert status["canary"] == {"canaryRevisionHash": "bbbb", "currentStep": 1}
     assert [t["percent"] for t in status["components"]["engine"]["traffic"]] == [10, 90]
+
+
+def test_the_owner_is_named_by_its_own_group_even_when_the_cache_listed_it_without_one() -> None:
+    """A listed object carries no apiVersion or kind; an owner reference from it must still say apps/v1, else a
+    restarted controller writes every pair again, naming an owner the garbage collector cannot find."""
+    listed = controller_revision("svc", "engine", "11111111", [runner("default")])
+    del listed["apiVersion"], listed["kind"]
+    watched = controller_revision("svc", "engine", "11111111", [runner("default")])
+    from_list = desired.revision_services((listed,), isvc="svc", namespace="ns", component="engine",
+                                          app_protocols=None)
+    assert from_list == desired.revision_services((watched,), isvc="svc", namespace="ns", component="engine",
+                                                  app_protocols=None)
+    (ref,) = from_list[0]["metadata"]["ownerReferences"]
+    assert (ref["apiVersion"], ref["kind"], ref["blockOwnerDeletion"]) == ("apps/v1", "ControllerRevision", False)

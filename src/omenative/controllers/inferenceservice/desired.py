@@ -121,7 +121,9 @@ def revision_services(revisions: tuple[Obj, ...], *, isvc: str, namespace: str, 
             isvc=isvc, namespace=namespace, component=component, revision=hash_,
             # No blockOwnerDeletion: it would need the finalizers right on ControllerRevisions, and nothing deletes a
             # revision in the foreground waiting for its Services.
-            owner=objects.owner_reference(revision, kind="ControllerRevision", block_owner_deletion=False),
+            # The apiVersion is set here: a listed object carries none, and the default is OME's group.
+            owner=objects.owner_reference({**revision, "apiVersion": "apps/v1"}, kind="ControllerRevision",
+                                          block_owner_deletion=False),
             ports=ports,
             multi_pod=any(r.get("name") == c.RUNNER_LEADER for r in runner_list),  # type: ignore[union-attr]
             app_protocols=app_protocols)
