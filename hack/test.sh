@@ -48,6 +48,8 @@ ensure_prometheus || exit 1
 step "ruff" ruff check src tests hack
 step "mypy (strict, src/)" mypy
 step "import contracts" lint-imports
+# The stand-in serving process of the real-node tests (its request and error counters, its erroring mode).
+step "stand-in (go vet, go test)" bash -c "cd '$here/realnode/standin' && go vet ./... && go test ./..."
 
 export OMENATIVE_CLUSTER="${OMENATIVE_CLUSTER:-omenative-test}"
 cleanup() { log "stopping the control plane"; "$here/cluster.sh" down --name "$OMENATIVE_CLUSTER" >/dev/null 2>&1 || true; }

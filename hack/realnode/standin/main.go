@@ -12,6 +12,11 @@
 // and readiness probes only while all --nnodes - 1 workers are connected, and its chat completion names itself
 // and those workers. The router finds prefill and decode pods through the API by --prefill-selector and
 // --decode-selector, as SGLang's router does with --service-discovery, and names the two pods it used.
+//
+// Each serves /metrics in Prometheus's text format: requests_total and request_errors_total (answers of 500 and
+// above) of its chat completions, from 0 at start, which a canary analysis reads per revision once the PodMonitor
+// labels the series. With OME_STANDIN_ERRORS=true in its environment (a template change, so a revision of its
+// own) it answers every chat completion with a 500: a canary that goes wrong for real.
 package main
 
 import (
@@ -197,7 +202,9 @@ func engine(flags map[string]string) {
 	}
 	ready := func() bool { return rank != 0 || len(l.names()) == nodes-1 }
 	var served atomic.Int64
+	var answered counters
 	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", answered.metrics)
 	health := func(w http.ResponseWriter, _ *http.Request) {
 		if !ready() {
 			http.Error(w, fmt.Sprintf("waiting for workers: %d of %d connected", len(l.names()), nodes-1),
@@ -211,7 +218,7 @@ func engine(flags map[string]string) {
 	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, map[string]any{"object": "list", "data": []any{map[string]any{"id": model, "object": "model"}}})
 	})
-	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/v1/chat/completions", answered.count(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			http.Error(w, "POST only", http.StatusMethodNotAllowed)
 			return
@@ -225,7 +232,7 @@ func engine(flags map[string]string) {
 			role(mode), hostname(), rank, nodes, strings.Join(orNone(workers), ", "))
 		writeJSON(w, completion(served.Add(1), model, content, map[string]any{
 			"pod": hostname(), "role": role(mode), "workers": workers}))
-	})
+	}))
 	listen := net.JoinHostPort(get(flags, "host", "0.0.0.0"), get(flags, "port", "30000"))
 	log.Printf("engine (%s, rank %d of %d) serving %s on %s", role(mode), rank, nodes, model, listen)
 	serve(listen, mux)
@@ -233,6 +240,45 @@ func engine(flags map[string]string) {
 
 // serve answers until SIGTERM, then stops taking connections and finishes the requests in flight, as a serving
 // engine or router does when its pod is deleted.
+// counters are a process's chat completion answers, as /metrics exposes them.
+type counters struct{ requests, errors atomic.Int64 }
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(status int) {
+	r.status = status
+	r.ResponseWriter.WriteHeader(status)
+}
+
+// count wraps a chat completion handler: every answer is a request, one of 500 or above an error too. With
+// OME_STANDIN_ERRORS=true every answer is a 500.
+func (c *counters) count(next http.HandlerFunc) http.HandlerFunc {
+	failing := os.Getenv("OME_STANDIN_ERRORS") == "true"
+	return func(w http.ResponseWriter, r *http.Request) {
+		recorder := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		if failing {
+			http.Error(recorder, "stand-in: OME_STANDIN_ERRORS is set: this revision answers errors",
+				http.StatusInternalServerError)
+		} else {
+			next(recorder, r)
+		}
+		c.requests.Add(1)
+		if recorder.status >= 500 {
+			c.errors.Add(1)
+		}
+	}
+}
+
+func (c *counters) metrics(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	fmt.Fprintf(w, "# HELP requests_total Chat completion requests answered.\n# TYPE requests_total counter\n"+
+		"requests_total %d\n# HELP request_errors_total Chat completion requests answered with 500 or above.\n"+
+		"# TYPE request_errors_total counter\nrequest_errors_total %d\n", c.requests.Load(), c.errors.Load())
+}
+
 func serve(listen string, handler http.Handler) {
 	server := &http.Server{Addr: listen, Handler: handler}
 	signals := make(chan os.Signal, 1)
@@ -402,7 +448,9 @@ func router(flags map[string]string) {
 		var answer map[string]any
 		return answer, json.NewDecoder(resp.Body).Decode(&answer)
 	}
+	var answered counters
 	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", answered.metrics)
 	mux.HandleFunc("/readiness", func(w http.ResponseWriter, _ *http.Request) {
 		if _, _, ok := pick(); !ok {
 			http.Error(w, "no prefill or no decode pod discovered", http.StatusServiceUnavailable)
@@ -427,7 +475,7 @@ func router(flags map[string]string) {
 		}
 		return backend{}, nil, errors.New(strings.Join(errs, "; "))
 	}
-	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/v1/chat/completions", answered.count(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		prefills, decodes, ok := pick()
 		if !ok {
@@ -448,7 +496,7 @@ func router(flags map[string]string) {
 		content := fmt.Sprintf("stand-in router: prefill on %s, decode on %s; this is no model", prefill.Name, decode.Name)
 		writeJSON(w, completion(next.Load(), model, content, map[string]any{
 			"router": hostname(), "prefill": prefill.Name, "decode": decode.Name}))
-	})
+	}))
 	listen := net.JoinHostPort(get(flags, "host", "0.0.0.0"), get(flags, "port", "8080"))
 	log.Printf("router: prefill %q, decode %q in %s, serving on %s", d.prefill, d.decode, d.ns, listen)
 	serve(listen, mux)
