@@ -7,6 +7,9 @@ ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
 # Only its published CRDs (ServiceMonitor, PodMonitor, PrometheusRule), from the Go module's example/ folder.
 PROMETHEUS_OPERATOR_VERSION=v0.85.0
+# Only its standard-channel CRDs (GatewayClass, Gateway, HTTPRoute), from the Go module's config/crd folder: the
+# HTTPRoutes of ingress creation.
+GATEWAY_API_VERSION=v1.6.3
 
 OMENATIVE_CACHE_DIR="${OMENATIVE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/omenative}"
 # One folder per version set, so a version bump never reuses a stale binary.

@@ -127,6 +127,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="migrations of a component that may start within --migration-window (unset: requests wait)")
     run.add_argument("--migration-max-in-flight", type=int, default=None,
                      help="migrations running at once (no effect: one Instance of a component moves at a time)")
+    run.add_argument("--ingress-creation", action=argparse.BooleanOptionalAction, default=None,
+                     help="give each InferenceService an HTTPRoute {isvc} on --ingress-gateway (default off, as OME; "
+                          "ome.io/ingress-disable-creation overrides it per service)")
+    run.add_argument("--ingress-gateway", default=None, help="the Gateway of the HTTPRoutes, as <namespace>/<name>")
+    run.add_argument("--ingress-domain", default=None, help="the domain of the hosts (default example.com)")
+    run.add_argument("--ingress-domain-template", default=None,
+                     help="the host of an InferenceService (default {{ .Name }}.{{ .Namespace }}.{{ .IngressDomain }})")
+    run.add_argument("--ingress-url-scheme", default=None, choices=["http", "https"],
+                     help="the scheme of status.url with ingress (default http)")
     run.add_argument("--webhook-bind-address", default=None,
                      help="serve the admission webhook on this address (such as :9443); off when unset")
     run.add_argument("--webhook-service", default=None,
@@ -154,7 +163,11 @@ def main(argv: list[str] | None = None) -> int:
                          | {"claim_unmoded": args.claim_unmoded, "update_retry_attempts": args.update_retry_attempts,
                             "canary_analysis_prometheus_address": args.canary_analysis_prometheus_address,
                             "migration_max_per_window": args.migration_max_per_window,
-                            "migration_max_in_flight": args.migration_max_in_flight}
+                            "migration_max_in_flight": args.migration_max_in_flight,
+                            "ingress_creation": args.ingress_creation, "ingress_gateway": args.ingress_gateway,
+                            "ingress_domain": args.ingress_domain,
+                            "ingress_domain_template": args.ingress_domain_template,
+                            "ingress_url_scheme": args.ingress_url_scheme}
                          | revision_history(args.revision_history_limit)
                          | ({"auto_migrate_max_attempts": args.auto_migrate_max_attempts}
                             if args.auto_migrate_max_attempts is not None else {}))

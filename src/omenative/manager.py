@@ -120,7 +120,8 @@ class Manager:
                     for index in ctx.rows.of(replica):
                         self.q_instance.add(f"{key}/{index}")
             podmonitors = await self._follow_crd(ctx, ome.PODMONITORS, c.PODMONITOR_CRD)
-            if await self._follow_crd(ctx, ome.SCALED_OBJECTS, c.SCALEDOBJECT_CRD) or podmonitors:
+            routes = await self._follow_crd(ctx, ome.HTTPROUTES, c.HTTPROUTE_CRD)
+            if await self._follow_crd(ctx, ome.SCALED_OBJECTS, c.SCALEDOBJECT_CRD) or podmonitors or routes:
                 for isvc in ctx.caches.store(ome.INFERENCE_SERVICES).objects():
                     self.q_isvc.add(object_key(isvc))
 
@@ -181,7 +182,7 @@ class Manager:
             recorder.start()
             await caches.wait_synced()
             for resource, crd in ((ome.PODGROUPS, c.PODGROUP_CRD), (ome.PODMONITORS, c.PODMONITOR_CRD),
-                                  (ome.SCALED_OBJECTS, c.SCALEDOBJECT_CRD)):
+                                  (ome.SCALED_OBJECTS, c.SCALEDOBJECT_CRD), (ome.HTTPROUTES, c.HTTPROUTE_CRD)):
                 if ctx.crd_installed(crd):
                     caches.start_informer(resource)
             await caches.wait_synced()

@@ -11,6 +11,7 @@ from omenative.kube.resources import Resource
 PODGROUPS = Resource(c.PODGROUP_GROUP, c.PODGROUP_VERSION, "podgroups", "PodGroup")
 PODMONITORS = Resource(c.PODMONITOR_GROUP, "v1", "podmonitors", "PodMonitor")
 SCALED_OBJECTS = Resource(c.KEDA_GROUP, "v1alpha1", "scaledobjects", "ScaledObject")
+HTTPROUTES = Resource(c.GATEWAY_GROUP, "v1", "httproutes", "HTTPRoute")
 
 INFERENCE_SERVICES = Resource(c.GROUP, c.VERSION, "inferenceservices", "InferenceService")
 INFERENCE_REPLICAS = Resource(c.GROUP, c.VERSION, "inferencereplicas", "InferenceReplica")

@@ -195,10 +195,11 @@ async def test_a_sequence_rolls_the_decoder_then_soaks_then_the_engine(
     assert (parse_time(created) or 0) - (parse_time(decoder_done) or 0) >= 19, (created, decoder_done)
 
 
-async def canary_phase(control_plane: ControlPlane, namespace: str, name: str) -> tuple[str | None, Obj]:
+async def canary_phase(control_plane: ControlPlane, namespace: str, name: str,
+                       primary: str = "engine") -> tuple[str | None, Obj]:
     status = (await get_json(control_plane, "inferenceservice", name, "-n", namespace)).get("status") or {}
-    engine = (status.get("components") or {}).get("engine") or {}
-    return engine.get("rolloutPhase"), engine
+    block = (status.get("components") or {}).get(primary) or {}
+    return block.get("rolloutPhase"), block
 
 
 async def test_a_canary_stops_at_its_gate_is_promoted_and_the_next_is_rolled_back(

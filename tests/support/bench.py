@@ -728,14 +728,17 @@ class Bench:
             def by_replica(obj: Obj) -> Obj:
                 return replicas[obj["metadata"]["labels"][LABEL_COMPONENT]](obj)
 
-            revisions = await asyncio.gather(*(write(r, by_replica(o)) for r, o in objs.owned
-                                               if r is CONTROLLER_REVISIONS),
-                                             *(write(PODGROUPS, by_replica(g)) for g in objs.podgroups))
-            # Each revision's pair of Services, owned by its ControllerRevision.
-            await asyncio.gather(*(write(SERVICES, owned_by(cr, CONTROLLER_REVISIONS)(s))
-                                   for cr in revisions if cr.get("kind") == "ControllerRevision"
-                                   for s in objs.revision_services[cr["metadata"]["labels"][LABEL_COMPONENT]]))
-            await asyncio.gather(*(write(PODS, by_replica(p)) for p in objs.pods))
+            async def revision_services(revision: Obj) -> None:  # each revision's pair, owned by its revision
+                made = await write(CONTROLLER_REVISIONS, by_replica(revision))
+                await asyncio.gather(*(write(SERVICES, owned_by(made, CONTROLLER_REVISIONS)(s))
+                                       for s in objs.revision_services[made["metadata"]["labels"][LABEL_COMPONENT]]))
+
+            async def pods() -> None:  # after their PodGroups; beside the revision Services, which nothing waits for
+                await asyncio.gather(*(write(PODGROUPS, by_replica(g)) for g in objs.podgroups))
+                await asyncio.gather(*(write(PODS, by_replica(p)) for p in objs.pods))
+
+            await asyncio.gather(*(revision_services(o) for r, o in objs.owned if r is CONTROLLER_REVISIONS),
+                                 pods())
 
         log(f"{phase}: writing {self.services} services' objects, {CONCURRENCY} at a time")
         await asyncio.gather(*(one(objs) for objs in per_service.values()))

@@ -122,6 +122,17 @@ class ControlPlane:
         return [folder / f"monitoring.coreos.com_{plural}.yaml"
                 for plural in ("servicemonitors", "podmonitors", "prometheusrules")]
 
+    @staticmethod
+    def gateway_api_crd_paths() -> list[Path]:
+        """The Gateway API's standard CRDs that ingress creation uses: GatewayClass, Gateway and HTTPRoute."""
+        out = subprocess.run(
+            ["bash", "-c", f"source {REPO}/hack/lib/versions.sh && go mod download -json "
+                           "sigs.k8s.io/gateway-api@$GATEWAY_API_VERSION"],
+            check=True, capture_output=True, text=True)
+        folder = Path(json.loads(out.stdout)["Dir"]) / "config" / "crd" / "standard"
+        return [folder / f"gateway.networking.k8s.io_{plural}.yaml"
+                for plural in ("gatewayclasses", "gateways", "httproutes")]
+
     def env(self) -> dict[str, str]:
         """An environment in which `kubectl` (the one we built) talks to this cluster."""
         # kubectl finds the kubectl-ome plugin next to the Python running the tests.

@@ -67,3 +67,11 @@ class ControllerConfig:
     auto_migrate_max_attempts: int | None = 3
     # Also run components that declare no deployment mode at all (they would be RawDeployment).
     claim_unmoded: bool = False
+    # Ingress (OME's `ingress` entry of inferenceservice-config): off by default, as OME ships it. On, each
+    # InferenceService gets an HTTPRoute `{isvc}` (Gateway API) on `ingress_gateway` ("namespace/name") for the host
+    # the template makes; each setting can be overridden per InferenceService by OME's ome.io/ingress-* annotations.
+    ingress_creation: bool = False
+    ingress_gateway: str | None = None
+    ingress_domain: str = "example.com"
+    ingress_domain_template: str = "{{ .Name }}.{{ .Namespace }}.{{ .IngressDomain }}"
+    ingress_url_scheme: str = "http"

@@ -20,6 +20,9 @@ PODMONITOR_CRD: Final = f"podmonitors.{PODMONITOR_GROUP}"
 # KEDA's ScaledObject: one per component of autoscaler class KEDA while its CRD is installed, named as OME names it.
 KEDA_GROUP: Final = "keda.sh"
 SCALEDOBJECT_CRD: Final = f"scaledobjects.{KEDA_GROUP}"
+# The Gateway API's HTTPRoute: one per InferenceService while ingress creation is on and its CRD is installed.
+GATEWAY_GROUP: Final = "gateway.networking.k8s.io"
+HTTPROUTE_CRD: Final = f"httproutes.{GATEWAY_GROUP}"
 
 # Components
 ENGINE: Final = "engine"
@@ -80,6 +83,12 @@ ANN_ROLLOUT_READY_TIMEOUT: Final = "ome.io/rollout-ready-timeout"
 ANN_ROLLOUT_REPIN: Final = "ome.io/rollout-repin"
 ANN_RESET_INSTANCES: Final = "ome.io/reset-instances"
 ANN_REVISION_HISTORY_LIMIT: Final = "ome.io/revision-history-limit"
+# Ingress overrides for one InferenceService (OME's labels-and-annotations page, "Ingress").
+ANN_INGRESS_DISABLE_CREATION: Final = "ome.io/ingress-disable-creation"
+ANN_INGRESS_DOMAIN: Final = "ome.io/ingress-domain"
+ANN_INGRESS_DOMAIN_TEMPLATE: Final = "ome.io/ingress-domain-template"
+ANN_INGRESS_URL_SCHEME: Final = "ome.io/ingress-url-scheme"
+ANN_INGRESS_GATEWAY: Final = "ome.io/ingress-gateway"
 ANN_RELEASE_HELD_REVISION: Final = "ome.io/release-held-revision"
 
 # Held on an InferenceReplica while its Instances drain and its pods and PodGroups go (OME's teardown finalizer).

@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 
 from omenative.api import constants as c
-from omenative.api import naming, unsupported
+from omenative.api import ingress, naming, unsupported
 from omenative.api.config import ControllerConfig
 from omenative.api.defaults import is_multi_pod, replica_bounds, worker_size
 from omenative.api.merge import merge_component
@@ -233,6 +233,7 @@ def validate_inference_service(obj: JSONDict, ctx: Admission | None = None, old:
 
     if any(mode.omenative for mode in modes.values()):
         warnings += unsupported.spec_warnings(spec)
+        warnings += ingress.admission_warnings(ctx.config, obj.get("metadata") or {})
     rollout_errors, rollout_warnings = validate_rollout(
         spec, dict((obj.get("metadata") or {}).get("annotations") or {}),
         (old.get("spec") or {}) if old else None)

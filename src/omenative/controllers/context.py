@@ -36,6 +36,7 @@ from omenative.ome_resources import (
     BASE_MODELS,
     CLUSTER_BASE_MODELS,
     CLUSTER_SERVING_RUNTIMES,
+    HTTPROUTES,
     PODGROUPS,
     PODMONITORS,
     SCALED_OBJECTS,
@@ -150,6 +151,7 @@ class Reads(Protocol):
 
     def podmonitors_cached(self) -> bool: ...
     def scaledobjects_cached(self) -> bool: ...
+    def httproutes_cached(self) -> bool: ...
 
     def podgroups_cached(self) -> bool: ...
 
@@ -236,6 +238,11 @@ class Context:
         """ScaledObjects are made while KEDA's CRD is installed and their cache has listed."""
         return self.caches.has(SCALED_OBJECTS) and self.caches.synced(SCALED_OBJECTS) and \
             self.crd_installed(c.SCALEDOBJECT_CRD)
+
+    def httproutes_cached(self) -> bool:
+        """HTTPRoutes are made while the Gateway API's CRD is installed and their cache has listed."""
+        return self.caches.has(HTTPROUTES) and self.caches.synced(HTTPROUTES) and \
+            self.crd_installed(c.HTTPROUTE_CRD)
 
     def podmonitors_cached(self) -> bool:
         """PodMonitors are made while their CRD is installed and their cache has listed (so the clean-up of a

@@ -233,6 +233,21 @@ def pod_monitor(*, isvc: str, namespace: str, component: str, owner: JSONDict, p
                      "podMetricsEndpoints": [{"port": port, "path": "/metrics", "relabelings": relabelings}]}}
 
 
+def http_route(*, isvc: str, namespace: str, owner: JSONDict, host: str, gateway: tuple[str, str],
+               backends: list[tuple[str, int, int | None]]) -> JSONDict:
+    """The InferenceService's HTTPRoute `{isvc}` (ingress on): every path of `host`, through the Gateway `gateway`
+    (namespace, name), to `backends`, each (Service, port, weight or None for the Gateway API's default of 1)."""
+    refs = [{"name": name, "port": port} | ({"weight": weight} if weight is not None else {})
+            for name, port, weight in backends]
+    return {"apiVersion": f"{c.GATEWAY_GROUP}/v1", "kind": "HTTPRoute",
+            "metadata": _meta(isvc, namespace, {c.LABEL_ISVC: isvc, c.LABEL_COMPONENT: c.COMPONENT_EXTERNAL_SERVICE},
+                              owner),
+            "spec": {"parentRefs": [{"group": c.GATEWAY_GROUP, "kind": "Gateway", "namespace": gateway[0],
+                                     "name": gateway[1]}],
+                     "hostnames": [host],
+                     "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/"}}], "backendRefs": refs}]}}
+
+
 def router_rbac(*, isvc: str, namespace: str, owner: JSONDict) -> list[JSONDict]:
     """ServiceAccount, Role and RoleBinding for the router's service discovery (it watches pods by label)."""
     name = naming.router_rbac_name(isvc)

@@ -52,6 +52,7 @@ from omenative.kube.resources import (
 )
 from omenative.obj import Obj
 from omenative.ome_resources import (
+    HTTPROUTES,
     INFERENCE_REPLICAS,
     INFERENCE_SERVICES,
     PODMONITORS,
@@ -66,7 +67,7 @@ BOOTSTRAP_MANAGER = "omenative-bootstrap"
 KIND_RESOURCES: dict[str, Resource] = {
     "InferenceReplica": INFERENCE_REPLICAS, "Service": SERVICES, "HorizontalPodAutoscaler": HPAS,
     "PodDisruptionBudget": PDBS, "ServiceAccount": SERVICE_ACCOUNTS, "Role": ROLES, "RoleBinding": ROLE_BINDINGS,
-    "PodMonitor": PODMONITORS, "ScaledObject": SCALED_OBJECTS,
+    "PodMonitor": PODMONITORS, "ScaledObject": SCALED_OBJECTS, "HTTPRoute": HTTPROUTES,
 }
 # Children an InferenceService may own, by resource, for clean-up of components it no longer declares.
 REFUSED_RETRY_SECONDS = 30.0
@@ -87,7 +88,7 @@ def rollout_changed(old: Obj, outcome: rollout.Outcome) -> bool:
 
 
 OWNED = (INFERENCE_REPLICAS, SERVICES, HPAS, PDBS, SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS, PODMONITORS,
-         SCALED_OBJECTS)
+         SCALED_OBJECTS, HTTPROUTES)
 AUTOSCALERS = (HPAS, SCALED_OBJECTS)  # one per component at most: the one its class no longer names goes
 
 
@@ -145,6 +146,7 @@ class InferenceServiceController:
             plan = desired.build(desired.Inputs(isvc=isvc, runtime=runtime, model=model, config=reads.config,
                                                 pod_monitors=reads.podmonitors_cached(),
                                                 scaled_objects=reads.scaledobjects_cached(),
+                                                http_routes=reads.httproutes_cached(),
                                                 revisions=tuple(reads.by_index(CONTROLLER_REVISIONS, BY_ISVC, key))),
                                  claim_unmoded=reads.config.claim_unmoded)
         except InvalidSpec as exc:
@@ -180,12 +182,16 @@ class InferenceServiceController:
             applies = [self.apply_component(isvc, part, refused) for part in plan.components]
             if plan.entry is not None:
                 applies.append(self.write(refused, writes.applier.apply(SERVICES, plan.entry), plan.entry))
+            if plan.ingress.route is not None:
+                route = plan.ingress.route
+                applies.append(self.write(refused, writes.applier.apply(HTTPROUTES, route), route))
             await gather_all(applies)
             await self.clean_up(isvc, plan)
             await self.forward_migrations(isvc, plan)
         replicas = {part.name: reads.get(INFERENCE_REPLICAS, namespace, part.replica["metadata"]["name"])
                     for part in plan.components}
         status = build_status(isvc, plan, replicas, problems, format_time(reads.wall_clock()), refused=refused,
+                              route=reads.get(HTTPROUTES, namespace, name) if plan.ingress.route is not None else None,
                               rollout=outcome)
         written = await writes.applier.apply_status(INFERENCE_SERVICES, name, namespace, status)
         if outcome is not None:
@@ -471,8 +477,9 @@ class InferenceServiceController:
         return False
 
     async def clean_up(self, isvc: Obj, plan: desired.Plan) -> None:
-        """Deletes what this InferenceService created for a component it no longer declares, or an autoscaler its
-        component no longer uses. Only objects it owns are touched."""
+        """Deletes what this InferenceService created for a component it no longer declares, an autoscaler its
+        component no longer uses, and the entry Service or HTTPRoute that ingress creation no longer calls for.
+        Only objects it owns are touched."""
         reads, writes = self.reads, self.writes
         uid = isvc["metadata"]["uid"]
         key = f"{isvc['metadata']['namespace']}/{isvc['metadata']['name']}"
@@ -481,9 +488,12 @@ class InferenceServiceController:
                   for child in [part.replica, *part.children]}
         if plan.entry is not None:
             wanted.add(("Service", plan.entry["metadata"]["name"]))
+        if plan.ingress.route is not None:
+            wanted.add(("HTTPRoute", plan.ingress.route["metadata"]["name"]))
         for resource in OWNED:
             if (resource is PODMONITORS and not reads.podmonitors_cached()) or \
-                    (resource is SCALED_OBJECTS and not reads.scaledobjects_cached()):
+                    (resource is SCALED_OBJECTS and not reads.scaledobjects_cached()) or \
+                    (resource is HTTPROUTES and not reads.httproutes_cached()):
                 continue  # no CRD, no cache: nothing of the kind to clean up
             for obj in reads.by_index(resource, BY_ISVC, key):
                 meta = obj["metadata"]
@@ -494,6 +504,8 @@ class InferenceServiceController:
                     continue
                 stale_component = component in c.COMPONENTS and component not in declared
                 stale_autoscaler = resource in AUTOSCALERS and component in declared
-                if stale_component or stale_autoscaler:
+                # The entry Service while an HTTPRoute fronts the service, the HTTPRoute once ingress is off.
+                stale_entry = component == c.COMPONENT_EXTERNAL_SERVICE
+                if stale_component or stale_autoscaler or stale_entry:
                     log.info("deleting what a removed component left", kind=resource.kind, name=meta["name"])
                     await writes.applier.delete(resource, obj, propagation_policy="Background")

@@ -15,9 +15,13 @@ from omenative.api import constants as c
 from omenative.api import naming
 from omenative.api.config import ControllerConfig
 from omenative.api.defaults import default_component, is_multi_pod
+from omenative.api.ingress import BAD_HOST, NO_GATEWAY, NO_GATEWAY_API
+from omenative.api.ingress import host as ingress_host
+from omenative.api.ingress import settings as ingress_settings
 from omenative.api.merge import merge_component
 from omenative.api.modes import ModeResolution, resolve_mode
 from omenative.api.pod_fields import InvalidSpec, pod_part_problems
+from omenative.api.rollout import IN_FLIGHT, ROLLING_BACK
 from omenative.obj import Obj
 from omenative.render import objects
 from omenative.render.templates import ModelInfo, TemplateContext, metrics_port_name, runners, serving_ports
@@ -38,6 +42,7 @@ class Inputs:
     config: ControllerConfig
     pod_monitors: bool = False  # the prometheus-operator's PodMonitor CRD is installed
     scaled_objects: bool = False  # KEDA's ScaledObject CRD is installed
+    http_routes: bool = False  # the Gateway API's HTTPRoute CRD is installed
     # The InferenceService's ControllerRevisions (every component's), each of which gets its pair of revision Services
     revisions: tuple[Obj, ...] = ()
 
@@ -78,10 +83,23 @@ class ComponentPlan:
 
 
 @attrs.frozen(kw_only=True)
+class Ingress:
+    """What ingress creation comes to for one InferenceService: off; on with its HTTPRoute (and the URL its host
+    makes); or on but impossible, with IngressReady's reason and message."""
+
+    enabled: bool
+    route: Obj | None = None
+    gateway: tuple[str, str] | None = None
+    url: str | None = None
+    problem: tuple[str, str] | None = None
+
+
+@attrs.frozen(kw_only=True)
 class Plan:
     components: list[ComponentPlan]
     entry: Obj | None
     skipped: dict[str, ModeResolution]  # declared components that are not OMENative
+    ingress: Ingress = attrs.field(factory=lambda: Ingress(enabled=False))
 
 
 def _topology(component: Obj) -> Obj:
@@ -203,9 +221,50 @@ def build(inputs: Inputs, *, claim_unmoded: bool = False) -> Plan:
         ))
     by_name = {p.name: p for p in plans}
     target = by_name.get(c.ROUTER) or by_name.get(c.ENGINE)
+    route = ingress(inputs, target, owner)
+    # OME makes the Service {isvc} only while ingress creation is off; here also while the route cannot be made, so
+    # that the InferenceService stays reachable.
     entry = objects.entry_service(isvc=name, namespace=namespace, owner=owner, target=target.name,
-                                  ports=target.ports, multi_pod=target.multi_pod) if target else None
-    return Plan(components=plans, entry=entry, skipped=skipped)
+                                  ports=target.ports, multi_pod=target.multi_pod) \
+        if target and route.route is None else None
+    return Plan(components=plans, entry=entry, skipped=skipped, ingress=route)
+
+
+def ingress(inputs: Inputs, target: ComponentPlan | None, owner: Obj) -> Ingress:
+    """The HTTPRoute `{isvc}` to the entry component (the router, else the engine, leaders only), or why there is
+    none. While a canary of the entry component is open, the route splits requests across its revision Services by
+    the weights the canary recorded; otherwise it sends them to the component's Service."""
+    meta = inputs.isvc["metadata"]
+    name, namespace = meta["name"], meta["namespace"]
+    found = ingress_settings(inputs.config, meta.get("annotations"))
+    if not found.enabled or target is None:
+        return Ingress(enabled=found.enabled and target is not None)
+    if not inputs.http_routes:
+        return Ingress(enabled=True, problem=(NO_GATEWAY_API, (
+            f"ingress creation is on, but the Gateway API's HTTPRoute CRD ({c.HTTPROUTE_CRD}) is not installed; the "
+            f"Service {name} fronts the InferenceService")))
+    if found.gateway is None:
+        return Ingress(enabled=True, problem=(NO_GATEWAY, (
+            f"ingress creation is on, but no Gateway is set: set the controller's --ingress-gateway or the "
+            f"{c.ANN_INGRESS_GATEWAY} annotation to <namespace>/<name>; the Service {name} fronts the "
+            "InferenceService")))
+    try:
+        hostname = ingress_host(found.template, name, namespace, found.domain)
+    except ValueError as exc:
+        return Ingress(enabled=True, problem=(BAD_HOST, f"{exc}; the Service {name} fronts the InferenceService"))
+    port = int(target.ports[0]["port"])
+    backends: list[tuple[str, int, int | None]] = [(naming.replica_name(name, target.name), port, None)]
+    recorded = ((inputs.isvc.get("status") or {}).get("components") or {}).get(target.name) or {}
+    split: list[tuple[str, int, int | None]] = [
+        (str(t.get("revisionName")), port, int(t["percent"])) for t in recorded.get("traffic") or []
+             if isinstance(t, dict) and isinstance(t.get("percent"), int) and
+             str(t.get("revisionName") or "").startswith(naming.revision_service_name(name, target.name, ""))]
+    if recorded.get("rolloutPhase") in (*IN_FLIGHT, ROLLING_BACK) and split and all(
+            len(f"{rev}-headless") <= naming.MAX_DNS_LABEL for rev, _, _ in split):  # else it has no Services
+        backends = split
+    route = objects.http_route(isvc=name, namespace=namespace, owner=owner, host=hostname, gateway=found.gateway,
+                               backends=backends)
+    return Ingress(enabled=True, route=route, gateway=found.gateway, url=f"{found.scheme}://{hostname}")
 
 
 def with_rollout(plan: Plan, outcome: Any) -> Plan:

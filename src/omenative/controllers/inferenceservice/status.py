@@ -17,6 +17,7 @@ from typing import Any
 
 from omenative.api import constants as c
 from omenative.api.conditions import condition, settle
+from omenative.api.ingress import route_readiness
 from omenative.api.readiness import Serving, component_ready, desired_instances
 from omenative.api.rollout import IN_FLIGHT, ROLLING_BACK
 from omenative.api.traffic import rolled_out_fields
@@ -100,9 +101,11 @@ def rollout_hold(old_lifecycle: Obj, gate: str, reason: str, target: str, now: s
 
 def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], problems: list[tuple[str, str]],
                  now: str, cluster_domain: str = "cluster.local",
-                 refused: list[tuple[str, str, str]] | None = None, rollout: Any = None) -> Obj:
+                 refused: list[tuple[str, str, str]] | None = None, rollout: Any = None,
+                 route: Obj | None = None) -> Obj:
     """`refused`: the children the API server would not write, as (kind, name, the API's message); `rollout`: the
-    rollout groups' outcome (`rollout.Outcome`), whose holds, canary state and conditions the status carries."""
+    rollout groups' outcome (`rollout.Outcome`), whose holds, canary state and conditions the status carries;
+    `route`: the HTTPRoute as cached, while ingress creation is on."""
     meta = isvc["metadata"]
     name, namespace, generation = meta["name"], meta["namespace"], meta.get("generation")
     old: Obj = isvc.get("status") or {}
@@ -141,9 +144,15 @@ def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], 
     if missing:
         conditions.append(condition("AutoscalerReady", False, KEDA_NOT_INSTALLED,
                                     "; ".join(keda_missing_message(name) for name in missing), now))
-    conditions.append(condition("IngressReady", True, "IngressDisabled",
-                                "ingress creation is disabled; the Service " + name + " fronts the InferenceService",
-                                now))
+    ingress = plan.ingress if plan is not None else None
+    if ingress is None or not ingress.enabled:
+        conditions.append(condition("IngressReady", True, "IngressDisabled", "ingress creation is disabled; the "
+                                    "Service " + name + " fronts the InferenceService", now))
+    elif ingress.problem is not None:
+        conditions.append(condition("IngressReady", False, *ingress.problem, now))
+    else:
+        assert ingress.gateway is not None
+        conditions.append(condition("IngressReady", *route_readiness(route, ingress.gateway), now))
     if refused:
         kind, child, message = refused[0]
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
@@ -158,10 +167,14 @@ def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], 
         reason, message = problems[0]
         conditions.append(condition("Ready", False, reason, message, now))
     else:
+        # Ready = EngineReady and IngressReady, the first that is not True giving its reason, as OME's.
         engine = next((cond for cond in conditions if cond["type"] == "EngineReady"), None)
+        routed = next(cond for cond in conditions if cond["type"] == "IngressReady")
         if engine is None:
             conditions.append(condition("Ready", False, "EngineNotOMENative",
                                         "the engine is not run by omenative", now))
+        elif engine["status"] == "True" and routed["status"] != "True":
+            conditions.append({**routed, "type": "Ready"})
         else:
             conditions.append({**engine, "type": "Ready"})
     # The generation these conditions are true for: the current one once every component reflects it (or when the
@@ -185,4 +198,12 @@ def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], 
         url = service_url(name, namespace, plan.entry["spec"]["ports"][0]["port"], cluster_domain)
         out["url"] = url
         out["address"] = {"url": url}
+    elif plan is not None and ingress is not None and ingress.url is not None:
+        # Through the Gateway; inside the cluster, the entry component's Service (the route's backend).
+        entry = next((part for part in plan.components if part.name == c.ROUTER), None) or next(
+            (part for part in plan.components if part.name == c.ENGINE), None)
+        out["url"] = ingress.url
+        if entry is not None:
+            out["address"] = {"url": service_url(entry.replica["metadata"]["name"], namespace,
+                                                 entry.ports[0]["port"], cluster_domain)}
     return out

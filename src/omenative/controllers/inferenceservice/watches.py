@@ -31,6 +31,7 @@ from omenative.ome_resources import (
     BASE_MODELS,
     CLUSTER_BASE_MODELS,
     CLUSTER_SERVING_RUNTIMES,
+    HTTPROUTES,
     INFERENCE_REPLICAS,
     INFERENCE_SERVICES,
     PODMONITORS,
@@ -64,6 +65,8 @@ def caches(config: ControllerConfig) -> Iterable[CacheSpec]:
     for resource in (SERVING_RUNTIMES, CLUSTER_SERVING_RUNTIMES, BASE_MODELS, CLUSTER_BASE_MODELS):
         yield CacheSpec(resource=resource)
     yield CacheSpec(resource=PODMONITORS, label_selector=LABEL_ISVC, start=False, indexers={BY_ISVC: isvc_label_index})
+    # The HTTPRoute's status is kept: it is where the Gateway says whether it accepted the route (IngressReady).
+    yield CacheSpec(resource=HTTPROUTES, label_selector=LABEL_ISVC, start=False, indexers={BY_ISVC: isvc_label_index})
     # KEDA writes a ScaledObject's status at every poll while a trigger is active: not cached, so it wakes nothing.
     yield CacheSpec(resource=SCALED_OBJECTS, label_selector=LABEL_ISVC, start=False, transform=without_status,
                     indexers={BY_ISVC: isvc_label_index})
@@ -105,7 +108,7 @@ def watches(w: Wiring) -> Iterable[tuple[Resource, Handler]]:
 
     # Their status is not cached, so a status update arrives as an update that changed nothing: not passed on.
     for resource in (k.SERVICES, k.HPAS, k.PDBS, k.SERVICE_ACCOUNTS, k.ROLES, k.ROLE_BINDINGS, PODMONITORS,
-                     SCALED_OBJECTS):
+                     SCALED_OBJECTS, HTTPROUTES):
         yield resource, ChangedOnly(FuncHandler(by_isvc_label))
 
     # A new revision gets its pair of revision Services, and a pruned one takes its pair with it (owner references).
