@@ -6,7 +6,8 @@
 #   hack/build-binaries.sh              the control plane
 #   hack/build-binaries.sh --real-node  also kubelet, kube-proxy, CoreDNS and the stand-in (hack/cluster.sh --real-node)
 #   hack/build-binaries.sh --kueue      also Kueue's manager (hack/cluster.sh --kueue)
-#   hack/build-binaries.sh --keda       also KEDA's operator and metrics adapter (hack/cluster.sh --keda); flags combine
+#   hack/build-binaries.sh --keda       also KEDA's operator and metrics adapter (hack/cluster.sh --keda)
+#   hack/build-binaries.sh --traefik    also Traefik, the Gateway API gateway (hack/cluster.sh --gateway); flags combine
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib/versions.sh
@@ -123,14 +124,23 @@ build_keda() {  # optional (hack/cluster.sh up --keda): KEDA's operator and its 
   done
 }
 
+build_traefik() {  # optional (hack/cluster.sh up --gateway): built inside its module, so its own replaces apply
+  local src
+  missing traefik || return 0
+  src=$(go mod download -json "github.com/traefik/traefik/v3@$TRAEFIK_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  timed_build traefik bash -c "cd '$src' && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o '$bin/traefik.tmp' ./cmd/traefik && mv '$bin/traefik.tmp' '$bin/traefik'"
+}
+
 real_node=false
 kueue=false
 keda=false
+traefik=false
 for arg in "$@"; do
   case "$arg" in
     --real-node) real_node=true ;;
     --kueue) kueue=true ;;
     --keda) keda=true ;;
+    --traefik) traefik=true ;;
     *) log "unknown argument: $arg"; exit 2 ;;
   esac
 done
@@ -156,6 +166,10 @@ fi
 if [[ $keda == true ]]; then
   build_keda
   wanted+=(keda-operator keda-adapter)
+fi
+if [[ $traefik == true ]]; then
+  build_traefik
+  wanted+=(traefik)
 fi
 for n in "${wanted[@]}"; do
   [[ -x "$bin/$n" ]] || { log "missing after build: $bin/$n"; exit 1; }

@@ -3,7 +3,7 @@
 # run by kwokctl's binary runtime from binaries built by hack/build-binaries.sh.
 #
 #   hack/cluster.sh up   [--name N] [--profile gang|stock] [--gpu-nodes N] [--cpu-nodes N] [--model NAME]... [--bench]
-#                        [--real-node | --real-nodes N] [--kueue] [--keda]
+#                        [--real-node | --real-nodes N] [--kueue] [--keda] [--gateway]
 #   hack/cluster.sh down [--name N]
 #   hack/cluster.sh env  [--name N]      prints `export KUBECONFIG=...` for a shell to eval
 #   hack/cluster.sh status [--name N]    exits non-zero unless every component is alive
@@ -30,6 +30,12 @@
 #         registered as the external metrics API (an APIService to a Service whose endpoint is this machine's own
 #         address: the API server routes aggregated APIs to endpoints, as there is no kube-proxy). KEDA's HPAs then
 #         scale on the triggers' metrics. Given at creation; `up` restarts it when it stopped.
+# --gateway adds a Gateway API gateway: the Gateway API's standard CRDs (sigs.k8s.io/gateway-api), Traefik
+#         (github.com/traefik/traefik/v3, built from its Go module) as a process of the cluster with its Gateway API
+#         provider (log in logs/traefik.log), its GatewayClass `traefik` and the Gateway `omenative-gateway/public`
+#         with one HTTP listener on a free port of this machine (the Gateway's status.addresses, and gateway/address
+#         in the cluster's folder, name it). Routes reach pods at their addresses, so requests are answered on a real node.
+#         Given at creation; `up` restarts it when it stopped.
 #
 # `up` is idempotent: an existing healthy cluster is kept; a stopped one is started again.
 # State lives in $OMENATIVE_STATE_DIR (default: .work/ in the checkout), so two checkouts never share a cluster,
@@ -56,6 +62,7 @@ real_node=false
 real_nodes=1
 kueue=false
 keda=false
+gateway=false
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --name) name=$2; shift 2 ;;
@@ -68,7 +75,8 @@ while [[ $# -gt 0 ]]; do
     --real-nodes) real_node=true; real_nodes=$2; shift 2 ;;
     --kueue) kueue=true; shift ;;
     --keda) keda=true; shift ;;
-    -h|--help) sed -n '2,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --gateway) gateway=true; shift ;;
+    -h|--help) sed -n '2,42p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
@@ -385,6 +393,50 @@ EOF
   log "keda $KEDA_VERSION serving (external metrics from $address:$adapter, logs: $cluster_dir/logs/keda-*.log)"
 }
 
+# Traefik as the cluster's Gateway API gateway: the standard CRDs, its GatewayClass and one Gateway whose listener
+# port is its web entry point's (Traefik matches the two by port), then the process.
+start_gateway() {
+  local dir="$cluster_dir/gateway" src port ping address
+  src=$(module_dir "sigs.k8s.io/gateway-api@$GATEWAY_API_VERSION")
+  mkdir -p "$dir" "$cluster_dir/pids" "$cluster_dir/logs"
+  [[ -f "$dir/ports" ]] || printf '%s %s\n' "$(free_port)" "$(free_port)" > "$dir/ports"
+  read -r port ping < "$dir/ports"
+  address=$(host_address)
+  if ! { [[ -f "$cluster_dir/pids/traefik.pid" ]] && alive "$(cat "$cluster_dir/pids/traefik.pid")"; }; then
+    local crd
+    for crd in "$src"/config/crd/standard/gateway.networking.k8s.io_*.yaml; do
+      [[ $crd == *vap_* ]] || kubectl apply --server-side --force-conflicts -f "$crd" >/dev/null
+    done
+    kubectl wait --for=condition=Established --timeout=60s crd/gatewayclasses.gateway.networking.k8s.io \
+      crd/gateways.gateway.networking.k8s.io crd/httproutes.gateway.networking.k8s.io >/dev/null
+    kubectl create namespace omenative-gateway --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+    kubectl apply --server-side --force-conflicts -f - >/dev/null <<EOF
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: traefik}
+spec: {controllerName: traefik.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: public, namespace: omenative-gateway}
+spec:
+  gatewayClassName: traefik
+  listeners:
+  - {name: web, protocol: HTTP, port: $port, allowedRoutes: {namespaces: {from: All}}}
+EOF
+    KUBECONFIG="$kubeconfig" "$bin/traefik" --global.checkNewVersion=false --global.sendAnonymousUsage=false \
+      --entryPoints.web.address=":$port" --entryPoints.ping.address="127.0.0.1:$ping" --ping=true \
+      --ping.entryPoint=ping --providers.kubernetesgateway=true \
+      --providers.kubernetesgateway.statusAddress.ip="$address" --log.level=INFO \
+      --log.filePath="$cluster_dir/logs/traefik.log" --accessLog.filePath="$cluster_dir/logs/traefik-access.log" \
+      >>"$cluster_dir/logs/traefik.out" 2>&1 &
+    echo $! > "$cluster_dir/pids/traefik.pid"
+    wait_http "http://127.0.0.1:$ping/ping" "$cluster_dir/pids/traefik.pid" traefik
+  fi
+  printf '%s:%s\n' "$address" "$port" > "$dir/address"
+  log "traefik $TRAEFIK_VERSION serving Gateway omenative-gateway/public at $address:$port (log: $cluster_dir/logs/traefik.log)"
+}
+
 create_nodes() {
   local args=(--gpu "$gpu_nodes" --cpu "$cpu_nodes") m
   for m in "${models[@]+"${models[@]}"}"; do args+=(--model "$m"); done
@@ -398,6 +450,7 @@ up() {
   local start=$SECONDS config reason build=()
   [[ $kueue == true || -d "$cluster_dir/kueue" ]] && build+=(--kueue)
   [[ $keda == true || -d "$cluster_dir/keda" ]] && build+=(--keda)
+  [[ $gateway == true || -d "$cluster_dir/gateway" ]] && build+=(--traefik)
   if [[ $real_node == true ]]; then
     reason=$(realnode_supported) || die "this machine cannot run a real node: $reason"
     build+=(--real-node)
@@ -432,6 +485,7 @@ up() {
   [[ $profile == gang ]] && install_podgroup_crds
   if [[ $kueue == true || -d "$cluster_dir/kueue" ]]; then start_kueue; fi
   if [[ $keda == true || -d "$cluster_dir/keda" ]]; then start_keda; fi
+  if [[ $gateway == true || -d "$cluster_dir/gateway" ]]; then start_gateway; fi
   create_nodes
   if [[ $real_node == true ]]; then
     REAL_NODE_MODELS="${models[*]+"${models[*]}"}" "$here/realnode/node.sh" up "$cluster_dir" "$real_nodes"
@@ -447,6 +501,10 @@ down() {
   # The real node first: its kubelet must not outlive the API server, and its host changes must go.
   if [[ -d "$cluster_dir/realnode" ]]; then
     "$here/realnode/node.sh" down "$cluster_dir"
+  fi
+  # kwokctl stops only what it started: the gateway is ours to stop.
+  if [[ -f "$cluster_dir/pids/traefik.pid" ]]; then
+    kill "$(cat "$cluster_dir/pids/traefik.pid")" 2>/dev/null || true
   fi
   if [[ -d "$cluster_dir" ]]; then
     kwokctl delete cluster --name "$name" >&2 || true
@@ -470,5 +528,5 @@ case "$cmd" in
   down) down ;;
   env) [[ -f "$kubeconfig" ]] || die "cluster $name is not up (run hack/cluster.sh up)"; echo "export KUBECONFIG=$kubeconfig" ;;
   status) api_ready && components_alive ;;
-  *) sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,42p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -28,11 +28,12 @@ export PATH="$repo/.venv/bin:$PATH"
 log "control-plane binaries"
 # The real-node tests (tests/realnode) need kubelet, kube-proxy, CoreDNS and the stand-in too, where the machine
 # can run a real node; elsewhere they are skipped with the reason printed. Kueue (tests/e2e/test_kueue.py) and KEDA
-# (tests/e2e/test_keda.py) are built here too, so that their first build shows in this step.
+# (tests/e2e/test_keda.py) are built here too, and Traefik (the real-node tests' gateway), so that their first build
+# shows in this step.
 # shellcheck source=realnode/lib.sh
 source "$here/realnode/lib.sh"
 if reason=$(realnode_supported); then
-  "$here/build-binaries.sh" --real-node --kueue --keda || exit 1
+  "$here/build-binaries.sh" --real-node --kueue --keda --traefik || exit 1
   # Installed before any test runs: the real-node tests read the host's state (nft, iptables) before `up`.
   ensure_packages || exit 1
 else

@@ -10,6 +10,11 @@ PROMETHEUS_OPERATOR_VERSION=v0.85.0
 # Only its standard-channel CRDs (GatewayClass, Gateway, HTTPRoute), from the Go module's config/crd folder: the
 # HTTPRoutes of ingress creation.
 GATEWAY_API_VERSION=v1.6.3
+# A real gateway for those routes (hack/cluster.sh up --gateway): Traefik's Gateway API provider, built from its Go
+# module. Not v3.7.13: its go.mod replaces github.com/traefik/traefik/dynamic/ext with a nested module that the module
+# zip leaves out (and the proxy here does not serve), and six ACME DNS-provider SDKs it links are refused here.
+# v3.6.5 resolves in full (its Gateway API types are v1.4.0's; the v1 kinds it reads are in v1.6.3's CRDs).
+TRAEFIK_VERSION=v3.6.5
 
 OMENATIVE_CACHE_DIR="${OMENATIVE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/omenative}"
 # One folder per version set, so a version bump never reuses a stale binary.

@@ -1,6 +1,6 @@
-"""A control plane with real nodes only (hack/cluster.sh --real-nodes 4): containerd, kubelets, kube-proxies and
-CoreDNS on this machine, running the stand-in images. Skipped, with the reason printed, where the machine cannot
-run one."""
+"""A control plane with real nodes only (hack/cluster.sh --real-nodes 4 --gateway): containerd, kubelets,
+kube-proxies and CoreDNS on this machine, running the stand-in images, and Traefik as the Gateway API gateway.
+Skipped, with the reason printed, where the machine cannot run one."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def real_cluster() -> Iterator[ControlPlane]:
     ControlPlane.discard(NAME)
     before = host_state()
     control_plane = ControlPlane.up(NAME, "--real-nodes", str(REAL_NODES), "--gpu-nodes", "0", "--cpu-nodes", "0",
-                                    "--model", "qwen3-0-6b", "--model", "llama-3-2-1b-instruct")
+                                    "--model", "qwen3-0-6b", "--model", "llama-3-2-1b-instruct", "--gateway")
     yield control_plane
     control_plane.down()
     # `down` leaves the host as it found it, and removes the node's state folder.

@@ -47,8 +47,11 @@ def curl_command(body: dict[str, object]) -> list[str]:
 
 async def curl(control_plane: ControlPlane, body: dict[str, object]) -> dict[str, object]:
     """The guide's curl through the port-forward; the chat completion it printed."""
-    proc = await asyncio.create_subprocess_exec(*curl_command(body), stdout=asyncio.subprocess.PIPE,
-                                                env=control_plane.env())
+    return await _chat_completion(curl_command(body), control_plane.env())
+
+
+async def _chat_completion(command: list[str], env: dict[str, str] | None = None) -> dict[str, object]:
+    proc = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE, env=env)
     out, _ = await proc.communicate()
     assert proc.returncode == 0, f"curl exited {proc.returncode}"
     try:
@@ -56,6 +59,33 @@ async def curl(control_plane: ControlPlane, body: dict[str, object]) -> dict[str
     except ValueError:
         raise AssertionError(f"not a chat completion: {out.decode(errors='replace')!r}") from None
     return answer
+
+
+def gateway_address(control_plane: ControlPlane) -> str:
+    """host:port of the cluster's Gateway (hack/cluster.sh up --gateway)."""
+    return (control_plane.workdir / "gateway" / "address").read_text().strip()
+
+
+async def through_gateway(control_plane: ControlPlane, host: str, body: dict[str, object]) -> dict[str, object]:
+    """The guide's request with curl to the Gateway's address and the route's host, as a client outside the cluster
+    sends it once ingress creation is on."""
+    return await _chat_completion([
+        "curl", "-s", "--max-time", "10", f"http://{gateway_address(control_plane)}/v1/chat/completions",
+        "-H", f"Host: {host}", "-H", "Content-Type: application/json", "-d", json.dumps(body)])
+
+
+async def ingress_on(control_plane: ControlPlane, namespace: str, isvc: str) -> str:
+    """Turns ingress creation on for the InferenceService, on the cluster's Gateway, and waits until the Gateway has
+    accepted its HTTPRoute (Ready again); the route's host."""
+    await control_plane.kubectl("annotate", "inferenceservice", isvc, "-n", namespace, "--overwrite",
+                                "ome.io/ingress-disable-creation=false",
+                                "ome.io/ingress-gateway=omenative-gateway/public")
+    out = await control_plane.kubectl("wait", "--for=jsonpath={.status.conditions[?(@.type==\"IngressReady\")]"
+                                      ".reason}=HTTPRouteAccepted", f"inferenceservice/{isvc}", "-n", namespace,
+                                      "--timeout=60s", check=False)
+    assert out.returncode == 0, out.output + (await control_plane.kubectl(
+        "get", "httproute", isvc, "-n", namespace, "-o", "yaml", check=False)).output
+    return f"{isvc}.{namespace}.example.com"
 
 
 def content(answer: dict[str, object]) -> str:

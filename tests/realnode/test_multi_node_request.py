@@ -10,7 +10,7 @@ import pytest
 
 from tests.e2e.conftest import write_yaml
 from tests.realnode.conftest import REAL_NODES
-from tests.realnode.forward import FORWARDING, content, curl, port_forward
+from tests.realnode.forward import FORWARDING, content, curl, ingress_on, port_forward, through_gateway
 from tests.support.catalog import CATALOG, MULTI_NODE_SEED, seed_yaml_blocks
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
@@ -87,4 +87,12 @@ async def test_step_4_is_answered_by_the_leader_with_its_worker_connected(
     assert any(line.startswith(f"[engine/{WORKER}] ") and "worker: connected to leader" in line for line in lines)
     one = await kubectl("ome", "logs", ISVC, "-n", NS, "-c", "engine", "--instance", "0", "--tail", "1")
     assert len(one.stdout.splitlines()) == 2  # one line from each pod of Instance 0
+
+    # With ingress creation on (OME's annotations on the service), step 4 through the Gateway (Traefik, a real one):
+    # the route goes to the engine's leader Service, and the leader answers.
+    host = await ingress_on(real_cluster, NS, ISVC)
+    route = json.loads((await kubectl("get", "httproute", ISVC, "-n", NS, "-o", "json")).stdout)
+    assert [r["name"] for r in route["spec"]["rules"][0]["backendRefs"]] == [f"{ISVC}-engine"]
+    answer = await through_gateway(real_cluster, host, REQUEST)
+    assert f"stand-in engine {LEADER} answered (rank 0 of 2; workers connected: {WORKER})" in content(answer)
     await kubectl("delete", "namespace", NS, "--wait=true", "--timeout=120s")

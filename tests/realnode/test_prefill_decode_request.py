@@ -15,7 +15,15 @@ import pytest
 from tests.e2e.conftest import write_yaml
 from tests.e2e.test_serve_prefill_decode_model import LLAMA_LEARNED
 from tests.realnode.conftest import REAL_NODES
-from tests.realnode.forward import FORWARDING, SteadyClient, content, curl, port_forward
+from tests.realnode.forward import (
+    FORWARDING,
+    SteadyClient,
+    content,
+    curl,
+    ingress_on,
+    port_forward,
+    through_gateway,
+)
 from tests.support.catalog import CATALOG, PD_SEED, seed_yaml_blocks
 from tests.support.cluster import ControlPlane
 from tests.support.controller import ControllerProcess
@@ -157,6 +165,13 @@ async def test_step_4_through_the_router_an_update_without_errors_and_step_5(
         restarts = {p["metadata"]["name"]: s["restartCount"] for component in ("engine", "decoder", "router")
                     for p in await listed(component) for s in p["status"].get("containerStatuses") or []}
         assert set(restarts.values()) == {0}, restarts
+
+        # With ingress creation on, step 4 through the Gateway (Traefik, a real one): the route goes to the router,
+        # which answers as through the port-forward.
+        host = await ingress_on(real_cluster, NS, ISVC)
+        prefill, decode = served_by(content(await through_gateway(real_cluster, host, REQUEST)))
+        assert prefill in await pods("engine") and decode in await pods("decoder")
     finally:
         await kubectl("delete", "namespace", NS, "--wait=true", "--timeout=180s", check=False)
         await kubectl("delete", "clusterservingruntime", RUNTIME, "--ignore-not-found")
+

@@ -103,33 +103,33 @@ class ControlPlane:
         subprocess.run(["bash", str(CLUSTER_SH), "up", "--name", self.name], check=True, capture_output=True)
 
     @staticmethod
+    def module_dir(module: str) -> Path:
+        """Where the Go module cache holds `module`, as `path@$VERSION_VARIABLE` of hack/lib/versions.sh."""
+        out = subprocess.run(
+            ["bash", "-c", f"source {REPO}/hack/lib/versions.sh && go mod download -json {module}"],
+            check=True, capture_output=True, text=True)
+        return Path(json.loads(out.stdout)["Dir"])
+
+    @staticmethod
     def podgroup_crd_path() -> Path:
         """The PodGroup CRD from the scheduler-plugins module the scheduler is built from."""
-        out = subprocess.run(
-            ["bash", "-c", f"source {REPO}/hack/lib/versions.sh && go mod download -json "
-                           "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION"],
-            check=True, capture_output=True, text=True)
-        return Path(json.loads(out.stdout)["Dir"]) / "manifests" / "coscheduling" / "crd.yaml"
+        folder = ControlPlane.module_dir("sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION")
+        return folder / "manifests" / "coscheduling" / "crd.yaml"
 
     @staticmethod
     def prometheus_operator_crd_paths() -> list[Path]:
         """The prometheus-operator's published CRDs that deploy/ and omenative use."""
-        out = subprocess.run(
-            ["bash", "-c", f"source {REPO}/hack/lib/versions.sh && go mod download -json "
-                           "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION"],
-            check=True, capture_output=True, text=True)
-        folder = Path(json.loads(out.stdout)["Dir"]) / "example" / "prometheus-operator-crd"
+        folder = ControlPlane.module_dir(
+            "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION") / "example" / \
+            "prometheus-operator-crd"
         return [folder / f"monitoring.coreos.com_{plural}.yaml"
                 for plural in ("servicemonitors", "podmonitors", "prometheusrules")]
 
     @staticmethod
     def gateway_api_crd_paths() -> list[Path]:
         """The Gateway API's standard CRDs that ingress creation uses: GatewayClass, Gateway and HTTPRoute."""
-        out = subprocess.run(
-            ["bash", "-c", f"source {REPO}/hack/lib/versions.sh && go mod download -json "
-                           "sigs.k8s.io/gateway-api@$GATEWAY_API_VERSION"],
-            check=True, capture_output=True, text=True)
-        folder = Path(json.loads(out.stdout)["Dir"]) / "config" / "crd" / "standard"
+        folder = ControlPlane.module_dir("sigs.k8s.io/gateway-api@$GATEWAY_API_VERSION") / "config" / "crd" / \
+            "standard"
         return [folder / f"gateway.networking.k8s.io_{plural}.yaml"
                 for plural in ("gatewayclasses", "gateways", "httproutes")]
 
