@@ -16,6 +16,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from omenative.api import constants as c
+from omenative.api.instance_status import decode_rows
 from tests.conftest import NodeFactory, describe_namespace
 from tests.e2e.conftest import ModelAgent, write_yaml
 from tests.e2e.test_lifecycle import Deployment, deploy  # noqa: F401  (the fixture)
@@ -30,11 +31,13 @@ Obj = dict[str, Any]
 
 
 async def staged_on_new_revision(d: Deployment, before: str) -> Obj:
-    """Waits until the replica moved what the partition allows onto a revision other than `before`."""
+    """Waits until the replica moved what the partition allows onto a revision other than `before`, and the
+    Instances it replaced have drained (a surge leaves the old Instance's pods until then)."""
     async def staged() -> Obj | None:
         status = (await d.replica()).get("status") or {}
         ready = next((x for x in status.get("conditions") or [] if x["type"] == "Ready"), {})
-        if status.get("updateRevision") != before and ready.get("reason") == "Staged":
+        drained = all(row.phase != "Deleting" for row in decode_rows(status))
+        if status.get("updateRevision") != before and ready.get("reason") == "Staged" and drained:
             return status
         return None
 
