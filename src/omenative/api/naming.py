@@ -32,6 +32,14 @@ def revision_name(isvc: str, component: str, revision_hash: str) -> str:
     return f"{isvc}-{component}-{revision_hash}"
 
 
+def revision_hash_of(isvc: str, component: str, controller_revision: object) -> str:
+    """The hash at the end of a ControllerRevision's name (as status.currentRevision names it); "" for a name of
+    another component, or none."""
+    prefix = revision_name(isvc, component, "")
+    name = str(controller_revision or "")
+    return name[len(prefix):] if name.startswith(prefix) else ""
+
+
 def revision_service_name(isvc: str, component: str, revision_hash: str) -> str:
     """A revision's own Service (OME's per-revision Service): what status.traffic, the analysis templates'
     {{.CanaryService}} and OME_<PEER>_REVISION_ENDPOINT name."""

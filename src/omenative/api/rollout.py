@@ -16,6 +16,7 @@ from omenative.obj import Obj
 PENDING, CANARYING, PAUSED, PROMOTING, STABLE = "Pending", "Canarying", "Paused", "Promoting", "Stable"
 FAILED, ROLLING_BACK, ROLLED_BACK = "Failed", "RollingBack", "RolledBack"
 IN_FLIGHT = (PENDING, CANARYING, PAUSED, PROMOTING, FAILED)  # a canary that has not ended
+CANARY_OPEN = (*IN_FLIGHT, ROLLING_BACK)  # ...or is moving back: the unit has not rolled out, its split stands
 
 
 def primary_of(names: list[str]) -> str:

@@ -6,7 +6,6 @@ recorded. Pure: the controllers and `kubectl ome` share it."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from omenative.api import naming
 from omenative.api.phases import DELETING
@@ -49,12 +48,6 @@ def replica_traffic(isvc: str, component: str, rows: Iterable[InstanceStatus], t
     return out
 
 
-def _revision_hash(isvc: str, component: str, controller_revision: Any) -> str:
-    prefix = naming.revision_name(isvc, component, "")
-    name = str(controller_revision or "")
-    return name[len(prefix):] if name.startswith(prefix) else ""
-
-
 def rolled_out_fields(old: Obj, replica_status: Obj, isvc: str, component: str, canary_open: bool) -> Obj:
     """The component's latestReadyRevision, latestRolledoutRevision and previousRolledoutRevision (OME's
     ComponentStatusSpec), from the replica's status and what the InferenceService's status said before:
@@ -64,8 +57,8 @@ def rolled_out_fields(old: Obj, replica_status: Obj, isvc: str, component: str, 
       is open; it moves only forward, and the one it replaces becomes the previous."""
     out: Obj = {k: old[k] for k in ("latestReadyRevision", "latestRolledoutRevision", "previousRolledoutRevision")
                 if old.get(k)}
-    update = _revision_hash(isvc, component, replica_status.get("updateRevision"))
-    current = _revision_hash(isvc, component, replica_status.get("currentRevision"))
+    update = naming.revision_hash_of(isvc, component, replica_status.get("updateRevision"))
+    current = naming.revision_hash_of(isvc, component, replica_status.get("currentRevision"))
     replicas = int(replica_status.get("replicas") or 0)
     if update and int(replica_status.get("updatedReadyReplicas") or 0) > 0:
         out["latestReadyRevision"] = naming.revision_service_name(isvc, component, update)

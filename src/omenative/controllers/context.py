@@ -17,6 +17,7 @@ from omenative.api import constants as c
 from omenative.api import naming
 from omenative.api.config import ControllerConfig
 from omenative.api.instance_status import decode_rows
+from omenative.api.rollout import pairing_of
 from omenative.api.selection import Candidate, model_scopes, no_runtime_message, runtime_scopes, select_runtime
 from omenative.api.types import BaseModelSpec, InstanceStatus, ServingRuntimeSpec
 from omenative.api.units import optional_duration
@@ -330,6 +331,14 @@ def selected_runtime(reads: Reads, namespace: str, model: ModelInfo
     resource = SERVING_RUNTIMES if chosen.namespaced else CLUSTER_SERVING_RUNTIMES
     found = reads.get(resource, namespace if chosen.namespaced else None, chosen.name)
     return found or {"metadata": {"name": chosen.name}}, chosen.namespaced, None
+
+
+def revision_pairing(reads: Reads, namespace: str, isvc: str, component: str, revision: str | None) -> str | None:
+    """The pairing protocol a revision's pods carry, from its ControllerRevision."""
+    if not revision:
+        return None
+    found = reads.get(CONTROLLER_REVISIONS, namespace, naming.revision_name(isvc, component, revision))
+    return pairing_of(((found or {}).get("data") or {}).get("runners"))
 
 
 def revision_runners(reads: Reads, ir: Obj, isvc: str, component: str, revision: str | None) -> list[Obj] | None:

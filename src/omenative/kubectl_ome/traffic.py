@@ -11,7 +11,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from omenative.api import constants as c
-from omenative.api.rollout import IN_FLIGHT, ROLLING_BACK, primary_of
+from omenative.api.rollout import CANARY_OPEN, IN_FLIGHT, primary_of
+from omenative.kubectl_ome import rollout
 from omenative.kubectl_ome.cluster import Cluster
 from omenative.kubectl_ome.common import REPORT_VERSION, CommandError, emit, print_table
 from omenative.obj import Obj
@@ -22,21 +23,15 @@ UNVERIFIABLE = "Reported/Unverifiable"
 ROLE_ORDER = ("stable", "canary", "other")
 
 
-def _groups(isvc: Obj) -> list[Obj]:
-    rollout = (isvc.get("spec") or {}).get("rollout")
-    groups = rollout.get("groups") if isinstance(rollout, dict) else None
-    return [g for g in groups or [] if isinstance(g, dict)]
-
-
 def canary_primaries(isvc: Obj) -> dict[str, int]:
     """Each canary group's primary component (the one whose status carries the canary), with its number of steps."""
-    spec = isvc.get("spec") or {}
+    declared = rollout.declared(isvc)
     out = {}
-    for group in _groups(isvc):
+    for group in rollout.groups_of(isvc):
         canary = group.get("canary")
         if not isinstance(canary, dict):
             continue
-        names = [n for n in group.get("components") or [] if n in c.COMPONENTS and spec.get(n) is not None]
+        names = [n for n in group.get("components") or [] if n in declared]
         if names:
             out[primary_of(names)] = len(canary.get("steps") or [])
     return out
@@ -79,7 +74,7 @@ def weights(isvc: Obj) -> tuple[list[tuple[str, str, str, int]], list[tuple[str,
         prefix = f"{name}-{component}-rev-"
         seen: set[str] = set()
         total = 0
-        open_canary = component in primaries and block.get("rolloutPhase") in (*IN_FLIGHT, ROLLING_BACK)
+        open_canary = component in primaries and block.get("rolloutPhase") in CANARY_OPEN
         rows = []
         for entry in entries:
             revision, percent = str(entry.get("revisionName") or ""), entry.get("percent")

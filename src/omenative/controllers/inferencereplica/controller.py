@@ -28,7 +28,15 @@ from omenative.api.traffic import replica_traffic
 from omenative.api.types import MigrationStatus, RetryBlock, RolloutHold
 from omenative.api.units import InvalidValue, format_duration, optional_duration
 from omenative.controllers import audit, fleet_metrics
-from omenative.controllers.context import Reads, Writes, named_model, named_runtime, revision_runners, selected_runtime
+from omenative.controllers.context import (
+    Reads,
+    Writes,
+    named_model,
+    named_runtime,
+    revision_pairing,
+    revision_runners,
+    selected_runtime,
+)
 from omenative.controllers.inferencereplica import plan as planner
 from omenative.controllers.inferencereplica import requests, revisions
 from omenative.controllers.inferencereplica.migration import Caps
@@ -127,9 +135,7 @@ class InferenceReplicaController:
                 revision = objects.revision_hash(runners, spec.get("pairingProtocol"),
                                                  int((ir.get("status") or {}).get("collisionCount") or 0))
             else:
-                prefix = naming.revision_name(isvc, component, "")
-                last = str((ir.get("status") or {}).get("updateRevision") or "")
-                revision = last[len(prefix):] if last.startswith(prefix) else ""
+                revision = naming.revision_hash_of(isvc, component, (ir.get("status") or {}).get("updateRevision"))
                 runners = revision_runners(reads, ir, isvc, component, revision) or [] if revision else []
             if problem is not None:
                 self.announce_once(ir, *problem)
@@ -314,11 +320,9 @@ class InferenceReplicaController:
         """Each revision's pairing protocol: the target's from its runners, the others' from their
         ControllerRevisions."""
         namespace = ir["metadata"]["namespace"]
-        out: dict[str, str | None] = {target: pairing_of(runners)}
-        for revision in revisions - {target}:
-            found = self.reads.get(CONTROLLER_REVISIONS, namespace, naming.revision_name(isvc, component, revision))
-            out[revision] = pairing_of(((found or {}).get("data") or {}).get("runners"))
-        return out
+        return {target: pairing_of(runners)} | {
+            revision: revision_pairing(self.reads, namespace, isvc, component, revision)
+            for revision in revisions - {target}}
 
     def rollback_target(self, ir: Obj, isvc: str, component: str, revision: str) -> str:
         """The revision to roll out: the spec's, or the one `spec.pacing.rollbackToRevision` names while its

@@ -29,6 +29,7 @@ from omenative.controllers.context import (
     current_revision,
     named_model,
     named_runtime,
+    revision_pairing,
     selected_runtime,
 )
 from omenative.controllers.inferenceservice import desired, rollout
@@ -339,11 +340,10 @@ class InferenceServiceController:
         ir = reads.get(INFERENCE_REPLICAS, meta["namespace"], part.replica["metadata"]["name"])
         status: Obj = (ir or {}).get("status") or {}
         target = current_revision({"spec": part.replica["spec"], "status": status})
-        prefix = naming.revision_name(meta["name"], part.name, "")
-        current = str(status.get("currentRevision") or "")
+        current = naming.revision_hash_of(meta["name"], part.name, status.get("currentRevision"))
         every = list(reads.rows.of(ir).values()) if ir is not None else []
         rows = [r for r in every if r.phase != DELETING]
-        stable = current[len(prefix):] if current.startswith(prefix) and rows else None
+        stable = current if current and rows else None
         revisions = tuple(((r.target_revision or r.running_revision or ""),
                            r.phase == READY and r.running_revision == (r.target_revision or r.running_revision),
                            r.phase == FAILED) for r in rows)
@@ -359,16 +359,8 @@ class InferenceServiceController:
             draining=draining, surge_draining=surge_draining,
             partition=partition if isinstance(partition, int) and partition > 0 else 0,
             pairing=pairing_of(part.runners),
-            pairings={rev: self.revision_pairing(meta, part.name, rev)
+            pairings={rev: revision_pairing(reads, meta["namespace"], meta["name"], part.name, rev)
                       for rev in {rev for rev, _, _ in revisions} | ({stable} if stable else set()) if rev})
-
-    def revision_pairing(self, meta: Obj, component: str, revision: str | None) -> str | None:
-        """The pairing token a revision's pods carry, from its ControllerRevision."""
-        if not revision:
-            return None
-        found = self.reads.get(CONTROLLER_REVISIONS, meta["namespace"],
-                             naming.revision_name(meta["name"], component, revision))
-        return pairing_of(((found or {}).get("data") or {}).get("runners") or [])
 
     # -- migration requests
     async def forward_migrations(self, isvc: Obj, plan: desired.Plan) -> None:
@@ -490,10 +482,10 @@ class InferenceServiceController:
             wanted.add(("Service", plan.entry["metadata"]["name"]))
         if plan.ingress.route is not None:
             wanted.add(("HTTPRoute", plan.ingress.route["metadata"]["name"]))
+        optional = {PODMONITORS: reads.podmonitors_cached, SCALED_OBJECTS: reads.scaledobjects_cached,
+                    HTTPROUTES: reads.httproutes_cached}
         for resource in OWNED:
-            if (resource is PODMONITORS and not reads.podmonitors_cached()) or \
-                    (resource is SCALED_OBJECTS and not reads.scaledobjects_cached()) or \
-                    (resource is HTTPROUTES and not reads.httproutes_cached()):
+            if resource in optional and not optional[resource]():
                 continue  # no CRD, no cache: nothing of the kind to clean up
             for obj in reads.by_index(resource, BY_ISVC, key):
                 meta = obj["metadata"]

@@ -21,7 +21,7 @@ from omenative.api.ingress import settings as ingress_settings
 from omenative.api.merge import merge_component
 from omenative.api.modes import ModeResolution, resolve_mode
 from omenative.api.pod_fields import InvalidSpec, pod_part_problems
-from omenative.api.rollout import IN_FLIGHT, ROLLING_BACK
+from omenative.api.rollout import CANARY_OPEN
 from omenative.obj import Obj
 from omenative.render import objects
 from omenative.render.templates import ModelInfo, TemplateContext, metrics_port_name, runners, serving_ports
@@ -91,6 +91,7 @@ class Ingress:
     route: Obj | None = None
     gateway: tuple[str, str] | None = None
     url: str | None = None
+    backend: tuple[str, int] | None = None  # the entry component's Service and port: the address inside the cluster
     problem: tuple[str, str] | None = None
 
 
@@ -259,12 +260,13 @@ def ingress(inputs: Inputs, target: ComponentPlan | None, owner: Obj) -> Ingress
         (str(t.get("revisionName")), port, int(t["percent"])) for t in recorded.get("traffic") or []
              if isinstance(t, dict) and isinstance(t.get("percent"), int) and
              str(t.get("revisionName") or "").startswith(naming.revision_service_name(name, target.name, ""))]
-    if recorded.get("rolloutPhase") in (*IN_FLIGHT, ROLLING_BACK) and split and all(
+    if recorded.get("rolloutPhase") in CANARY_OPEN and split and all(
             len(f"{rev}-headless") <= naming.MAX_DNS_LABEL for rev, _, _ in split):  # else it has no Services
         backends = split
     route = objects.http_route(isvc=name, namespace=namespace, owner=owner, host=hostname, gateway=found.gateway,
                                backends=backends)
-    return Ingress(enabled=True, route=route, gateway=found.gateway, url=f"{found.scheme}://{hostname}")
+    return Ingress(enabled=True, route=route, gateway=found.gateway, url=f"{found.scheme}://{hostname}",
+                   backend=(naming.replica_name(name, target.name), port))
 
 
 def with_rollout(plan: Plan, outcome: Any) -> Plan:

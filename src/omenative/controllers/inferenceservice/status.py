@@ -19,7 +19,7 @@ from omenative.api import constants as c
 from omenative.api.conditions import condition, settle
 from omenative.api.ingress import route_readiness
 from omenative.api.readiness import Serving, component_ready, desired_instances
-from omenative.api.rollout import IN_FLIGHT, ROLLING_BACK
+from omenative.api.rollout import CANARY_OPEN
 from omenative.api.traffic import rolled_out_fields
 from omenative.controllers.inferenceservice.desired import ComponentPlan, Plan
 from omenative.obj import Obj
@@ -113,7 +113,7 @@ def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], 
     components: Obj = {}
     # A canary moves the unit's Instances step by step: no component of it has rolled out until the canary ends.
     canary_open = rollout is not None and any(
-        fields.get("rolloutPhase") in (*IN_FLIGHT, ROLLING_BACK) for fields in rollout.components.values())
+        fields.get("rolloutPhase") in CANARY_OPEN for fields in rollout.components.values())
     for part in plan.components if plan else []:
         replica = replicas.get(part.name)
         rolling = ((part.component.get("lifecycle") or {}).get("updateStrategy") or {}).get("rollingUpdate") or {}
@@ -198,12 +198,9 @@ def build_status(isvc: Obj, plan: Plan | None, replicas: dict[str, Obj | None], 
         url = service_url(name, namespace, plan.entry["spec"]["ports"][0]["port"], cluster_domain)
         out["url"] = url
         out["address"] = {"url": url}
-    elif plan is not None and ingress is not None and ingress.url is not None:
+    elif ingress is not None and ingress.url is not None and ingress.backend is not None:
         # Through the Gateway; inside the cluster, the entry component's Service (the route's backend).
-        entry = next((part for part in plan.components if part.name == c.ROUTER), None) or next(
-            (part for part in plan.components if part.name == c.ENGINE), None)
         out["url"] = ingress.url
-        if entry is not None:
-            out["address"] = {"url": service_url(entry.replica["metadata"]["name"], namespace,
-                                                 entry.ports[0]["port"], cluster_domain)}
+        service, port = ingress.backend
+        out["address"] = {"url": service_url(service, namespace, port, cluster_domain)}
     return out

@@ -19,7 +19,7 @@ from omenative.api.phases import CREATING_PHASES, FAILED
 from omenative.api.rollout import paired_revision, pairing_of, peers_of
 from omenative.api.times import format_time, parse_time
 from omenative.api.types import MigrationStatus
-from omenative.controllers.context import Reads, Writes, revision_runners
+from omenative.controllers.context import Reads, Writes, revision_pairing, revision_runners
 from omenative.controllers.instance import plan as planner
 from omenative.controllers.refusals import Refusals
 from omenative.controllers.watches import BY_INSTANCE, PodsOf
@@ -27,7 +27,7 @@ from omenative.kube.client import ApiError
 from omenative.kube.controller import Result
 from omenative.kube.expectations import expected
 from omenative.kube.gather import gather_all
-from omenative.kube.resources import CONTROLLER_REVISIONS, PODS, Resource
+from omenative.kube.resources import PODS, Resource
 from omenative.obj import Obj
 from omenative.observe.refusals import LASTING, PODGROUP_OWNERSHIP_CONFLICT, Refusal, classify
 from omenative.ome_resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODGROUPS
@@ -180,12 +180,9 @@ class InstanceController:
             peer_runners = (peer_ir.get("spec") or {}).get("runners")
             if peer_runners:
                 candidates.append((self.reads.revisions.of(peer_ir), pairing_of(peer_runners)))
-            prefix = naming.revision_name(isvc, peer, "")
-            current = str((peer_ir.get("status") or {}).get("currentRevision") or "")
-            if current.startswith(prefix):
-                found = self.reads.get(CONTROLLER_REVISIONS, namespace, current)
-                candidates.append((current[len(prefix):],
-                                   pairing_of(((found or {}).get("data") or {}).get("runners"))))
+            current = naming.revision_hash_of(isvc, peer, (peer_ir.get("status") or {}).get("currentRevision"))
+            if current:
+                candidates.append((current, revision_pairing(self.reads, namespace, isvc, peer, current)))
             revision = paired_revision(own, [(r, p) for r, p in candidates if len(
                 naming.revision_headless_service_name(isvc, peer, r)) <= naming.MAX_DNS_LABEL])  # else no Services
             if revision:
